@@ -1,0 +1,18 @@
+"""Ajax: Agents in JAX.
+
+One ``train`` call compiles a whole run (environment, agent, evaluation) into one XLA program,
+vmapped over seeds. Importing ajax points JAX's persistent compile cache at
+``~/.cache/ajax/jax_compile_cache`` (see ``ajax._compile_cache``).
+"""
+
+from ajax import _compile_cache
+
+_compile_cache.configure()
+
+from ajax.agents import AGENTS, PPO  # noqa: E402
+from ajax.envs import make_env  # noqa: E402
+from ajax.logging import LoggingConfig  # noqa: E402
+from ajax.result import TrainResult, evaluate, load  # noqa: E402
+
+__all__ = ["AGENTS", "PPO", "LoggingConfig", "TrainResult", "evaluate", "load", "make_env"]
+__version__ = "0.1.0"

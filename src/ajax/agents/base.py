@@ -1,0 +1,172 @@
+"""What every agent shares: validated hyperparameters, the environment it trains on, and the
+contract the run (``ajax.loop``) turns into one compiled program.
+
+An agent provides:
+
+* ``Config``: a frozen dataclass of the algorithm's own hyperparameters, built with
+  :func:`hyperparameter` so that each carries its default's source and its valid range.
+* ``steps_per_iteration``: environment steps (over all copies) one iteration takes.
+* ``wrap_env(env)``: wrappers the algorithm asks for (normalisation), on the batch of copies.
+* ``init(key, env, total_iterations) -> state``: parameters, optimiser, env state, RNG.
+  The state has ``params`` (what ``act`` needs) and ``env_state`` attributes.
+* ``iteration(state, env) -> (state, metrics)``: collect, then update. ``metrics`` are scalars;
+  the run averages them over each segment, except ``episode_return_sum`` and
+  ``episode_count`` (from :func:`ajax.acting.episode_metrics`), which it sums.
+* ``act(params, obs, key, deterministic) -> action``: the policy, in the agent's action space.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from typing import Any, ClassVar
+
+import jax
+
+from ajax.envs import Box, Discrete, Env, make_env
+
+
+def hyperparameter(
+    default: Any,
+    doc: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> Any:
+    """A Config field with its documentation (meaning and default's source) and valid range."""
+    meta = {"doc": doc, "low": low, "high": high, "low_open": low_open, "high_open": high_open}
+    if isinstance(default, list | dict):
+        raise TypeError("use tuples for sequence defaults so that configs stay hashable")
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _range_text(meta: dict) -> str:
+    parts = []
+    if meta["low"] is not None:
+        parts.append(f"{'>' if meta['low_open'] else '>='} {meta['low']}")
+    if meta["high"] is not None:
+        parts.append(f"{'<' if meta['high_open'] else '<='} {meta['high']}")
+    return " and ".join(parts)
+
+
+def validate_config(config: Any) -> None:
+    """Raise ValueError naming any field of ``config`` outside its documented range."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        meta = field.metadata
+        default = field.default
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ValueError(f"{field.name} must be True or False, got {value!r}.")
+            continue
+        if isinstance(default, int | float) and not isinstance(default, bool):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(
+                    f"{field.name} must be a number, got {value!r}; the default is {default}."
+                )
+            if isinstance(default, int) and not isinstance(default, bool) and value != int(value):
+                raise ValueError(f"{field.name} must be a whole number, got {value!r}.")
+            low, high = meta.get("low"), meta.get("high")
+            too_low = low is not None and (value <= low if meta["low_open"] else value < low)
+            too_high = high is not None and (value >= high if meta["high_open"] else value > high)
+            if too_low or too_high or not math.isfinite(value):
+                raise ValueError(
+                    f"{field.name}={value!r} is out of range: it must be {_range_text(meta)}. "
+                    f"The default is {default} ({meta['doc']})."
+                )
+
+
+class Agent:
+    """Base class of the agents: environment, copies and validated hyperparameters."""
+
+    Config: ClassVar[type]
+    #: The action-space types the algorithm handles.
+    action_spaces: ClassVar[tuple[type, ...]] = (Discrete, Box)
+    #: Environment copies per seed when the user does not say.
+    default_n_envs: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        env_id: str | Env,
+        n_envs: int | None = None,
+        env_params: dict[str, Any] | None = None,
+        **hyperparameters: Any,
+    ):
+        names = {f.name for f in dataclasses.fields(self.Config)}
+        unknown = sorted(set(hyperparameters) - names)
+        if unknown:
+            hints = []
+            for name in unknown:
+                close = difflib.get_close_matches(name, names, n=1)
+                hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ValueError(
+                f"{type(self).__name__} has no hyperparameter {', '.join(hints)}. "
+                f"Its hyperparameters are: {', '.join(sorted(names))}."
+            )
+        n_envs = self.default_n_envs if n_envs is None else n_envs
+        if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs <= 0:
+            raise ValueError(f"n_envs must be a positive integer, got {n_envs!r}; try n_envs=4.")
+        self.config = self.Config(**hyperparameters)
+        validate_config(self.config)
+        self.env = make_env(env_id, **(env_params or {}))
+        self.env_params = dict(env_params or {})
+        self.n_envs = n_envs
+        if not isinstance(self.env.action_space, self.action_spaces):
+            supported = ", ".join(t.__name__ for t in self.action_spaces)
+            raise ValueError(
+                f"{type(self).__name__} supports {supported} action spaces, but "
+                f"{self.env_id} has {self.env.action_space}. Pick an agent for this action "
+                "space (`ajax list` shows each agent's) or another environment."
+            )
+        if isinstance(self.env.action_space, Box) and not self.env.action_space.bounded:
+            raise ValueError(
+                f"{self.env_id}'s action space is unbounded; Ajax agents act in [-1, 1] and map "
+                "onto finite bounds. Wrap the environment to give it finite bounds."
+            )
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def env_id(self) -> str:
+        return self.env.env_id or repr(self.env)
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.n_envs
+
+    def wrap_env(self, env: Env) -> Env:
+        return env
+
+    def init(self, key: jax.Array, env: Env, total_iterations: int) -> Any:
+        raise NotImplementedError(f"{self.name} must implement init")
+
+    def iteration(self, state: Any, env: Env) -> tuple[Any, dict[str, jax.Array]]:
+        raise NotImplementedError(f"{self.name} must implement iteration")
+
+    def act(self, params: Any, obs: jax.Array, key: jax.Array, deterministic: bool) -> jax.Array:
+        raise NotImplementedError(f"{self.name} must implement act")
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return dataclasses.asdict(self.config)
+
+    def train(self, seed: int | list[int] = 0, n_timesteps: int = 100_000, **kwargs: Any):
+        """Train one run per seed as one vmapped program; see :func:`ajax.loop.train`."""
+        from ajax.loop import train
+
+        return train(self, seed=seed, n_timesteps=n_timesteps, **kwargs)
+
+    def __repr__(self) -> str:
+        changed = {
+            f.name: getattr(self.config, f.name)
+            for f in dataclasses.fields(self.config)
+            if getattr(self.config, f.name) != f.default
+        }
+        args = ", ".join(f"{k}={v!r}" for k, v in changed.items())
+        return (
+            f"{self.name}(env_id={self.env_id!r}, n_envs={self.n_envs}{', ' if args else ''}{args})"
+        )

@@ -1,0 +1,214 @@
+"""The ``ajax`` command line: ``ajax train``, ``ajax list``, ``ajax cache``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+console = Console()
+
+
+def _add_hyperparameter_flags(parser: argparse.ArgumentParser, config_type: type) -> None:
+    group = parser.add_argument_group(f"{config_type.__name__} hyperparameters")
+    for field in dataclasses.fields(config_type):
+        flag = "--" + field.name.replace("_", "-")
+        doc = f"{field.metadata.get('doc', '')} (default: {field.default})"
+        default = field.default
+        if isinstance(default, bool):
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=doc)
+        elif isinstance(default, tuple):
+            kind = type(default[0]) if default else int
+            group.add_argument(flag, type=kind, nargs="+", default=None, help=doc)
+        else:
+            group.add_argument(flag, type=type(default), default=None, help=doc)
+
+
+def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ajax train",
+        description="Train an agent over several seeds in one compiled program.",
+    )
+    parser.add_argument("agent", help="agent name, e.g. PPO (see `ajax list`)")
+    parser.add_argument("--env", required=True, help="environment id, e.g. CartPole-v1")
+    parser.add_argument("--seeds", type=int, default=1, help="number of seeds (0 .. N-1)")
+    parser.add_argument("--seed-start", type=int, default=0, help="first seed")
+    parser.add_argument("--n-timesteps", type=int, required=True, help="steps per seed")
+    parser.add_argument("--n-envs", type=int, default=None, help="environment copies per seed")
+    parser.add_argument("--log-dir", default="runs", help="where run directories go")
+    parser.add_argument("--run-name", default=None, help="run directory name")
+    parser.add_argument(
+        "--log-frequency", type=int, default=None, help="steps between evaluations (budget/20)"
+    )
+    parser.add_argument("--num-episode-test", type=int, default=10, help="episodes per evaluation")
+    parser.add_argument("--tensorboard", action="store_true", help="also write TensorBoard files")
+    parser.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
+    if agent_cls is not None:
+        _add_hyperparameter_flags(parser, agent_cls.Config)
+    return parser
+
+
+def _train(argv: Sequence[str]) -> int:
+    from ajax import AGENTS, LoggingConfig
+    from ajax.plotting import plot_learning_curve
+
+    name = next((a for a in argv if not a.startswith("-")), None)
+    agent_cls = AGENTS.get(name) if name else None
+    args = _train_parser(agent_cls).parse_args(argv)
+    if agent_cls is None:
+        console.print(
+            f"[red]Unknown agent {args.agent!r}.[/red] Agents: {', '.join(sorted(AGENTS))}."
+        )
+        return 2
+    if args.seeds <= 0:
+        console.print(f"[red]--seeds must be a positive number of seeds, got {args.seeds}.[/red]")
+        return 2
+    hyperparameters = {
+        f.name: (tuple(v) if isinstance(v, list) else v)
+        for f in dataclasses.fields(agent_cls.Config)
+        if (v := getattr(args, f.name)) is not None
+    }
+    try:
+        agent = agent_cls(env_id=args.env, n_envs=args.n_envs, **hyperparameters)
+        log_frequency = args.log_frequency or max(1, args.n_timesteps // 20)
+        logging_config = LoggingConfig(
+            log_frequency=log_frequency,
+            log_dir=args.log_dir,
+            run_name=args.run_name,
+            tensorboard=args.tensorboard,
+            wandb=args.wandb,
+        )
+    except ValueError as error:
+        console.print(f"[red]{error}[/red]")
+        return 2
+    seeds = list(range(args.seed_start, args.seed_start + args.seeds))
+    console.print(f"Training {agent!r} on seeds {seeds[0]}..{seeds[-1]}")
+
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("steps"),
+        TextColumn("{task.fields[speed]} steps/s"),
+        TextColumn("eval return {task.fields[eval]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task("compiling", total=args.n_timesteps, speed="-", eval="-")
+        clock: dict[str, float] = {}
+
+        def progress(done: int, total: int, summary: dict[str, float]) -> None:
+            import time
+
+            now = time.perf_counter()
+            clock.setdefault("start", now - 1e-9)
+            speed = done * len(seeds) / max(now - clock["start"], 1e-9)
+            bar.update(
+                task,
+                completed=done,
+                total=total,
+                description="training",
+                speed=f"{speed:,.0f}",
+                eval=f"{summary.get('episode_return', float('nan')):.1f}",
+            )
+
+        try:
+            result = agent.train(
+                seed=seeds,
+                n_timesteps=args.n_timesteps,
+                num_episode_test=args.num_episode_test,
+                logging_config=logging_config,
+                progress=progress,
+            )
+        except ValueError as error:
+            console.print(f"[red]{error}[/red]")
+            return 2
+
+    run_dir = Path(result.log_dir)
+    result.save(run_dir / "result")
+    plot_learning_curve(result, run_dir / "learning_curve.png")
+    _print_summary(result, run_dir)
+    return 0
+
+
+def _print_summary(result: Any, run_dir: Path) -> None:
+    from ajax.plotting import curve_summary
+
+    returns = result.evaluations["episode_return"]
+    table = Table(title=f"{result.agent.name} on {result.agent.env_id}")
+    table.add_column("seed")
+    table.add_column("final eval return", justify="right")
+    table.add_column("best eval return", justify="right")
+    for seed, curve in zip(result.seeds, returns, strict=True):
+        table.add_row(str(seed), f"{curve[-1]:.1f}", f"{curve.max():.1f}")
+    console.print(table)
+    summary = curve_summary(result)
+    t = result.timings
+    console.print(
+        f"mean over seeds: final {summary['final']:.1f}, best {summary['best']:.1f}; "
+        f"compile {t['compile_s']:.1f} s, run {t['run_s']:.1f} s "
+        f"({result.n_timesteps * len(result.seeds) / t['run_s']:,.0f} steps/s over all seeds)"
+    )
+    console.print(f"run directory: {run_dir}")
+
+
+def _list(_: Sequence[str]) -> int:
+    from ajax import AGENTS
+    from ajax.envs import env_ids
+
+    table = Table(title="Agents")
+    table.add_column("agent")
+    table.add_column("action spaces")
+    for name, cls in sorted(AGENTS.items()):
+        table.add_row(name, ", ".join(t.__name__ for t in cls.action_spaces))
+    console.print(table)
+    console.print("[bold]Environments[/bold] (the family prefix may be left out)")
+    for env_id in env_ids():
+        console.print(f"  {env_id}")
+    return 0
+
+
+def _cache(argv: Sequence[str]) -> int:
+    from ajax import _compile_cache
+
+    parser = argparse.ArgumentParser(prog="ajax cache", description="The compile cache.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="where the cache is and how big")
+    prune = sub.add_parser("prune", help="delete least recently used entries")
+    prune.add_argument("--max-bytes", type=int, required=True, help="size to trim down to")
+    args = parser.parse_args(argv)
+    root = _compile_cache.cache_root()
+    if args.command == "info":
+        console.print(f"root: {root}")
+        console.print(f"this machine: {_compile_cache.cache_dir()}")
+        console.print(f"enabled: {_compile_cache.enabled()}")
+        console.print(f"size: {_compile_cache.size_of(root):,} bytes")
+        return 0
+    if args.max_bytes < 0:
+        console.print("[red]--max-bytes must be >= 0.[/red]")
+        return 2
+    deleted = _compile_cache.prune(root, args.max_bytes)
+    console.print(f"deleted {deleted:,} bytes; {_compile_cache.size_of(root):,} bytes remain")
+    return 0
+
+
+COMMANDS = {"train": _train, "list": _list, "cache": _cache}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS:
+        console.print("usage: ajax {train,list,cache} ...  (ajax train --help)")
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    return COMMANDS[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

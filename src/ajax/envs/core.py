@@ -1,0 +1,103 @@
+"""The environment protocol every adapter and wrapper speaks.
+
+An environment is a stateless object (hashable, closed over by the compiled program) with
+pure functions over explicit state:
+
+* ``reset(key) -> (state, obs)``
+* ``step(key, state, action) -> (state, obs, reward, terminated, truncated, info)``
+
+Termination (the MDP ended: do not bootstrap) and truncation (a time limit cut the episode:
+bootstrap from the final observation) are kept apart everywhere. A bare environment does not
+reset itself; :class:`ajax.envs.wrappers.AutoReset` does, keeping the true final observation
+in ``info["final_obs"]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from ajax.envs.spaces import Space
+
+StepResult = tuple[Any, jax.Array, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]
+
+
+class Env:
+    """Base class of environments; adapters subclass it and set the attributes below."""
+
+    #: Shape, dtype and bounds of one observation.
+    observation_space: Space
+    #: Shape, dtype and bounds of one action.
+    action_space: Space
+    #: The time limit after which an episode is truncated.
+    max_episode_steps: int
+    #: The id the registry made this environment from (None for user instances).
+    env_id: str | None = None
+
+    def reset(self, key: jax.Array) -> tuple[Any, jax.Array]:
+        raise NotImplementedError(f"{type(self).__name__} must implement reset")
+
+    def step(self, key: jax.Array, state: Any, action: jax.Array) -> StepResult:
+        raise NotImplementedError(f"{type(self).__name__} must implement step")
+
+    @property
+    def unwrapped(self) -> Env:
+        return self
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.env_id or ''})"
+
+
+class Wrapper(Env):
+    """An environment that adds behaviour around ``inner``; attributes default to inner's."""
+
+    def __init__(self, inner: Env):
+        self.inner = inner
+
+    observation_space = property(lambda self: self.inner.observation_space)
+    action_space = property(lambda self: self.inner.action_space)
+    max_episode_steps = property(lambda self: self.inner.max_episode_steps)
+    env_id = property(lambda self: self.inner.env_id)
+    num_envs = property(lambda self: self.inner.num_envs)
+
+    @property
+    def unwrapped(self) -> Env:
+        return self.inner.unwrapped
+
+    def reset(self, key: jax.Array) -> tuple[Any, jax.Array]:
+        return self.inner.reset(key)
+
+    def step(self, key: jax.Array, state: Any, action: jax.Array) -> StepResult:
+        return self.inner.step(key, state, action)
+
+    def for_evaluation(self) -> Wrapper:
+        """A copy whose statistics wrappers are frozen (see NormalizeObservation)."""
+        inner = self.inner.for_evaluation() if isinstance(self.inner, Wrapper) else self.inner
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__, inner=inner)
+        return clone
+
+    def reset_from(self, key: jax.Array, source: Any) -> tuple[Any, jax.Array]:
+        """Reset, taking running statistics from ``source`` (a state of this wrapper stack).
+
+        Evaluation copies start from the training copies' normalisation statistics this way.
+        Wrappers without state of their own pass their inner state through, so the default
+        delegates; wrappers that keep state override it.
+        """
+        if isinstance(self.inner, Wrapper):
+            return self.inner.reset_from(key, source)
+        return self.inner.reset(key)
+
+    def observe(self, state: Any, obs: jax.Array) -> jax.Array:
+        """What this stack turns a raw observation into, given its state (normalisation)."""
+        return self.inner.observe(state, obs) if isinstance(self.inner, Wrapper) else obs
+
+    def action_to_env(self, action: jax.Array) -> jax.Array:
+        """The action the bare environment receives for an agent's action."""
+        if isinstance(self.inner, Wrapper):
+            return self.inner.action_to_env(action)
+        return action
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"

@@ -1,0 +1,56 @@
+"""Deterministic evaluation episodes on environment copies kept apart from training."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from ajax.envs import Env
+from ajax.envs.spaces import Box
+from ajax.envs.wrappers import ActionMap, AutoReset, EpisodeStats, VectorEnv
+
+
+def build_env(agent: Any, num_envs: int) -> Env:
+    """The batch of ``num_envs`` copies an agent trains on, with every shared wrapper.
+
+    Continuous actions go through the action map, so agents always act in ``[-1, 1]``;
+    episode statistics see raw rewards, beneath any normalisation the agent adds.
+    """
+    env = agent.env
+    if isinstance(env.action_space, Box):
+        env = ActionMap(env)
+    env = EpisodeStats(AutoReset(VectorEnv(env, num_envs)))
+    return agent.wrap_env(env)
+
+
+def run_episodes(
+    agent: Any, env: Env, params: Any, key: jax.Array, source_env_state: Any
+) -> tuple[jax.Array, jax.Array]:
+    """One deterministic episode on each copy of ``env`` (an evaluation copy, see
+    ``Wrapper.for_evaluation``), with the normalisation statistics of ``source_env_state``.
+
+    Returns each copy's undiscounted return and length. The loop stops as soon as every
+    copy's episode has ended, or at the time limit.
+    """
+    reset_key, key = jax.random.split(key)
+    state, obs = env.reset_from(reset_key, source_env_state)
+    zeros = jnp.zeros(env.num_envs)
+
+    def running(carry):
+        *_, done, t = carry
+        return jnp.logical_and(~jnp.all(done), t < env.max_episode_steps)
+
+    def one_step(carry):
+        state, obs, key, returns, lengths, done, t = carry
+        key, act_key, step_key = jax.random.split(key, 3)
+        action = agent.act(params, obs, act_key, deterministic=True)
+        state, obs, reward, terminated, truncated, _ = env.step(step_key, state, action)
+        returns = returns + jnp.where(done, 0.0, reward)
+        lengths = lengths + jnp.where(done, 0, 1)
+        return state, obs, key, returns, lengths, done | terminated | truncated, t + 1
+
+    init = (state, obs, key, zeros, zeros.astype(jnp.int32), zeros.astype(bool), 0)
+    *_, returns, lengths, _, _ = jax.lax.while_loop(running, one_step, init)
+    return returns, lengths

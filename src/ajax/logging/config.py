@@ -1,0 +1,46 @@
+"""What a run logs, how often and where."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    """Evaluate every ``log_frequency`` environment steps and record the results.
+
+    Each evaluation runs ``num_episode_test`` deterministic episodes (an argument of
+    ``train``) on copies of the environment kept apart from training. Rows go to
+    ``log_dir/run_name/``: ``metrics.csv`` and ``metrics.jsonl`` by default, TensorBoard event
+    files with ``tensorboard=True``, a Weights & Biases run with ``wandb=True`` (install the
+    ``wandb`` extra; ``wandb_mode="offline"`` needs no network).
+    """
+
+    log_frequency: int
+    log_dir: str | Path = "runs"
+    run_name: str | None = None
+    csv: bool = True
+    jsonl: bool = True
+    tensorboard: bool = False
+    wandb: bool = False
+    wandb_project: str = "ajax"
+    wandb_mode: str = "online"
+
+    def __post_init__(self) -> None:
+        f = self.log_frequency
+        if isinstance(f, bool) or not isinstance(f, int) or f <= 0:
+            raise ValueError(
+                f"log_frequency must be a positive number of environment steps, got {f!r}; "
+                "e.g. LoggingConfig(log_frequency=10_000)."
+            )
+        if self.run_name is not None and not re.fullmatch(r"[A-Za-z0-9._=+-]+", self.run_name):
+            raise ValueError(
+                f"run_name {self.run_name!r} must be a plain directory name "
+                "(letters, digits and . _ = + -)."
+            )
+        if self.wandb_mode not in {"online", "offline", "disabled"}:
+            raise ValueError(
+                f"wandb_mode must be 'online', 'offline' or 'disabled', got {self.wandb_mode!r}."
+            )

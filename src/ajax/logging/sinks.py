@@ -1,0 +1,108 @@
+"""Where logged rows go. Each sink writes a row as soon as it gets it, so an interrupted run
+keeps every row it produced."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+Row = dict[str, Any]
+
+
+class Sink:
+    def write(self, row: Row) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Flush and release the sink's files."""
+
+
+class CSVSink(Sink):
+    """``metrics.csv``: one row per seed and evaluation; columns fixed by the first row."""
+
+    def __init__(self, path: Path):
+        self._file = path.open("w", newline="")
+        self._writer: csv.DictWriter | None = None
+
+    def write(self, row: Row) -> None:
+        if self._writer is None:
+            self._writer = csv.DictWriter(self._file, fieldnames=list(row), extrasaction="ignore")
+            self._writer.writeheader()
+        self._writer.writerow(row)
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class JSONLinesSink(Sink):
+    """``metrics.jsonl``: one JSON object per line (NaN written as null)."""
+
+    def __init__(self, path: Path):
+        self._file = path.open("w")
+
+    def write(self, row: Row) -> None:
+        clean = {
+            k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in row.items()
+        }
+        self._file.write(json.dumps(clean) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class TensorBoardSink(Sink):
+    """TensorBoard event files, one directory per seed (``tensorboard/seed_<s>``)."""
+
+    def __init__(self, directory: Path):
+        from tensorboardX import SummaryWriter
+
+        self._directory = directory
+        self._writers: dict[int, SummaryWriter] = {}
+        self._summary_writer = SummaryWriter
+
+    def write(self, row: Row) -> None:
+        seed = row["seed"]
+        if seed not in self._writers:
+            self._writers[seed] = self._summary_writer(str(self._directory / f"seed_{seed}"))
+        writer = self._writers[seed]
+        for key, value in row.items():
+            if key not in {"seed", "timestep"} and isinstance(value, int | float):
+                writer.add_scalar(key, value, row["timestep"])
+        writer.flush()
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+
+
+class WandbSink(Sink):
+    """One Weights & Biases run for the whole batch of seeds; keys are ``seed_<s>/<metric>``."""
+
+    def __init__(self, directory: Path, project: str, mode: str, name: str, config: dict):
+        try:
+            import wandb
+        except ImportError as error:
+            raise ImportError(
+                "LoggingConfig(wandb=True) needs Weights & Biases: pip install 'ajax-rl[wandb]'."
+            ) from error
+        self._run = wandb.init(
+            project=project, mode=mode, name=name, dir=str(directory), config=config, reinit=True
+        )
+
+    def write(self, row: Row) -> None:
+        seed = row["seed"]
+        values = {
+            f"seed_{seed}/{k}": v
+            for k, v in row.items()
+            if k not in {"seed", "timestep"} and isinstance(v, int | float)
+        }
+        self._run.log(values | {"timestep": row["timestep"]})
+
+    def close(self) -> None:
+        self._run.finish()

@@ -1,0 +1,233 @@
+"""The run: one compiled program per run, vmapped over seeds, executed in segments.
+
+``train`` validates its inputs, builds the environment copies, and compiles two programs once:
+``init`` (every seed's initial state) and ``segment`` (a loop of agent iterations, then, with
+a logging config, an evaluation). A segment's iteration count is an argument, not a constant,
+so one compiled segment serves the whole run, whatever the budget: the compile cache then
+serves reruns with another budget too. Each segment's state is donated to the next.
+
+With a logging config the run stops at every ``log_frequency`` boundary (rounded down to whole
+iterations); the segment's evaluation and training metrics come back to Python and go to the
+writer thread while the next segment already runs. No host callback is compiled in, so a
+logged run is served by the compile cache like any other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ajax.evaluation import build_env, run_episodes
+from ajax.logging import LoggingConfig, LogWriter, run_directory
+from ajax.result import TrainResult
+
+Progress = Callable[[int, int, dict[str, float]], None]
+_EPISODE_SUMS = ("episode_return_sum", "episode_length_sum", "episode_count")
+
+
+def _check_positive_int(name: str, value: Any, example: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}; e.g. {example}.")
+
+
+def seeds_of(seed: int | Sequence[int]) -> list[int]:
+    """The list of seeds, validated: ``seed`` is one int or a non-empty list of them."""
+    seeds = [seed] if isinstance(seed, int | np.integer) else list(seed)
+    if not seeds:
+        raise ValueError("seed is an empty list; give an int or a list such as seed=[0, 1, 2].")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int | np.integer) or not 0 <= s < 2**32:
+            raise ValueError(f"seeds must be integers in [0, 2**32), got {s!r}.")
+    return [int(s) for s in seeds]
+
+
+def seed_keys(seeds: list[int]) -> jax.Array:
+    """One PRNG key per seed; seed i's key is the same in any batch, so its run is too."""
+    return jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """How a budget splits into iterations and segments."""
+
+    steps_per_iteration: int
+    n_iterations: int
+    iterations_per_segment: int
+
+    @property
+    def segment_lengths(self) -> list[int]:
+        full, rest = divmod(self.n_iterations, self.iterations_per_segment)
+        return [self.iterations_per_segment] * full + ([rest] if rest else [])
+
+
+def plan_run(agent: Any, n_timesteps: int, logging_config: LoggingConfig | None) -> RunPlan:
+    _check_positive_int("n_timesteps", n_timesteps, "n_timesteps=100_000")
+    per_iteration = agent.steps_per_iteration
+    if n_timesteps < per_iteration:
+        raise ValueError(
+            f"n_timesteps={n_timesteps} is less than one iteration of {agent.name}, which takes "
+            f"{per_iteration} steps (n_envs={agent.n_envs} copies x its rollout). Raise "
+            f"n_timesteps to at least {per_iteration}, or lower n_envs or the rollout length."
+        )
+    n_iterations = n_timesteps // per_iteration
+    per_segment = n_iterations
+    if logging_config is not None:
+        per_segment = max(1, min(n_iterations, logging_config.log_frequency // per_iteration))
+    return RunPlan(per_iteration, n_iterations, per_segment)
+
+
+def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callable:
+    """The per-seed segment: ``n_iterations`` agent iterations, then an optional evaluation."""
+
+    def segment(state, n_iterations, eval_key):
+        _, metric_shapes = jax.eval_shape(lambda s: agent.iteration(s, train_env), state)
+        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
+
+        def body(_, carry):
+            state, sums = carry
+            state, metrics = agent.iteration(state, train_env)
+            return state, jax.tree.map(jnp.add, sums, metrics)
+
+        state, sums = jax.lax.fori_loop(0, n_iterations, body, (state, zeros))
+        outputs = {"sums": sums}
+        if eval_env is not None:
+            returns, lengths = run_episodes(
+                agent, eval_env, state.params, eval_key, state.env_state
+            )
+            outputs["episode_return"] = returns.mean()
+            outputs["episode_length"] = lengths.mean()
+        return state, outputs
+
+    return segment
+
+
+def _summaries(outputs: dict[str, Any], n_iterations: int) -> dict[str, np.ndarray]:
+    """Per-seed scalars of one segment: evaluation means, training-metric means, and the mean
+    return of training episodes that ended in the segment (NaN if none did)."""
+    sums = outputs["sums"]
+    count = np.asarray(sums["episode_count"], np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        summary = {
+            "train/episode_return": np.where(count > 0, sums["episode_return_sum"] / count, np.nan),
+            "train/episode_length": np.where(count > 0, sums["episode_length_sum"] / count, np.nan),
+        }
+    for key, value in sums.items():
+        if key not in _EPISODE_SUMS:
+            summary[f"train/{key}"] = np.asarray(value, np.float64) / n_iterations
+    for key in ("episode_return", "episode_length"):
+        if key in outputs:
+            summary[key] = np.asarray(outputs[key], np.float64)
+    return summary
+
+
+def train(
+    agent: Any,
+    seed: int | Sequence[int] = 0,
+    n_timesteps: int = 100_000,
+    num_episode_test: int = 10,
+    logging_config: LoggingConfig | None = None,
+    progress: Progress | None = None,
+) -> TrainResult:
+    """Train ``agent`` once per seed, all seeds in one vmapped program.
+
+    Args:
+        agent: an Ajax agent (its environment, copies and hyperparameters).
+        seed: one seed or a list; results gain a leading seed axis either way.
+        n_timesteps: environment steps per seed, over all copies (rounded down to whole
+            iterations).
+        num_episode_test: deterministic episodes per evaluation (with a logging config).
+        logging_config: evaluate and log every ``log_frequency`` steps; None compiles no
+            evaluation at all.
+        progress: called after each segment with (timesteps done, total, latest summary).
+    """
+    seeds = seeds_of(seed)
+    _check_positive_int("num_episode_test", num_episode_test, "num_episode_test=10")
+    if logging_config is not None and not isinstance(logging_config, LoggingConfig):
+        raise TypeError("logging_config must be an ajax.LoggingConfig or None.")
+    plan = plan_run(agent, n_timesteps, logging_config)
+
+    train_env = build_env(agent, agent.n_envs)
+    eval_env = None
+    if logging_config is not None:
+        eval_env = build_env(agent, num_episode_test).for_evaluation()
+
+    start = time.perf_counter()
+    init = jax.jit(jax.vmap(lambda k: agent.init(k, train_env, plan.n_iterations)))
+    segment = jax.jit(
+        jax.vmap(_segment_program(agent, train_env, eval_env), in_axes=(0, None, 0)),
+        donate_argnums=0,
+    )
+    keys = seed_keys(seeds)
+    eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+    init_compiled = init.lower(keys).compile()
+    state_shape = jax.eval_shape(init, keys)
+    segment_compiled = segment.lower(state_shape, jnp.int32(0), eval_keys).compile()
+    compile_s = time.perf_counter() - start
+
+    run_config = {
+        "agent": agent.name,
+        "env_id": agent.env_id,
+        "env_params": agent.env_params,
+        "n_envs": agent.n_envs,
+        "hyperparameters": agent.hyperparameters(),
+        "seeds": seeds,
+        "n_timesteps": n_timesteps,
+        "num_episode_test": num_episode_test,
+        "logging": None if logging_config is None else dataclasses.asdict(logging_config),
+    }
+    writer = None
+    if logging_config is not None:
+        directory = run_directory(logging_config, f"{agent.name}_{agent.env_id.replace('/', '-')}")
+        writer = LogWriter(logging_config, directory, run_config | {"log_dir": str(directory)})
+
+    history: list[tuple[int, dict[str, np.ndarray]]] = []
+    total = plan.n_iterations * plan.steps_per_iteration
+
+    def record(timestep: int, n_iterations: int, outputs: Any) -> None:
+        summary = _summaries(jax.device_get(outputs), n_iterations)
+        history.append((timestep, summary))
+        if writer is not None:
+            writer.write(
+                [
+                    {"timestep": timestep, "seed": s} | {k: float(v[i]) for k, v in summary.items()}
+                    for i, s in enumerate(seeds)
+                ]
+            )
+        if progress is not None:
+            progress(timestep, total, {k: float(np.nanmean(v)) for k, v in summary.items()})
+
+    run_start = time.perf_counter()
+    try:
+        state = init_compiled(keys)
+        pending = None
+        iterations_done = 0
+        for index, length in enumerate(plan.segment_lengths):
+            segment_keys = jax.vmap(lambda k, i=index: jax.random.fold_in(k, i))(eval_keys)
+            state, outputs = segment_compiled(state, jnp.int32(length), segment_keys)
+            iterations_done += length
+            # Fetch the previous segment's outputs while this one runs.
+            if pending is not None:
+                record(*pending)
+            pending = (iterations_done * plan.steps_per_iteration, length, outputs)
+        record(*pending)
+        state = jax.block_until_ready(state)
+    finally:
+        if writer is not None:
+            writer.close()
+    run_s = time.perf_counter() - run_start
+
+    return TrainResult.from_history(
+        agent=agent,
+        state=state,
+        seeds=seeds,
+        n_timesteps=total,
+        history=history,
+        timings={"compile_s": compile_s, "run_s": run_s, "total_s": compile_s + run_s},
+        log_dir=None if writer is None else str(writer.directory),
+    )

@@ -1,0 +1,51 @@
+"""The two action distributions the policy-gradient agents need, as small pure pytrees."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+@struct.dataclass
+class Categorical:
+    """A categorical distribution over the last axis of ``logits``."""
+
+    logits: jax.Array
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return jax.random.categorical(key, self.logits)
+
+    def mode(self) -> jax.Array:
+        return jnp.argmax(self.logits, axis=-1)
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        log_p = jax.nn.log_softmax(self.logits)
+        return jnp.take_along_axis(log_p, action[..., None].astype(jnp.int32), -1)[..., 0]
+
+    def entropy(self) -> jax.Array:
+        log_p = jax.nn.log_softmax(self.logits)
+        return -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+
+
+@struct.dataclass
+class Normal:
+    """A diagonal Gaussian; log-probabilities and entropies sum over the last axis."""
+
+    mean: jax.Array
+    log_std: jax.Array
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return self.mean + jnp.exp(self.log_std) * jax.random.normal(key, self.mean.shape)
+
+    def mode(self) -> jax.Array:
+        return self.mean
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        z = (action - self.mean) * jnp.exp(-self.log_std)
+        return jnp.sum(-0.5 * z**2 - self.log_std - 0.5 * math.log(2 * math.pi), axis=-1)
+
+    def entropy(self) -> jax.Array:
+        return jnp.sum(self.log_std + 0.5 * math.log(2 * math.pi * math.e), axis=-1)

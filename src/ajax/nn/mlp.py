@@ -1,0 +1,45 @@
+"""Multi-layer perceptrons with orthogonal initialisation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "tanh": nn.tanh,
+    "relu": nn.relu,
+    "elu": nn.elu,
+    "gelu": nn.gelu,
+    "silu": nn.silu,
+}
+
+
+class MLP(nn.Module):
+    """Hidden layers then a linear output of ``out_dim`` units.
+
+    Hidden layers use orthogonal weights with gain sqrt(2) and the output layer gain
+    ``out_gain`` (Engstrom et al. 2020, "Implementation Matters": 0.01 for policy logits,
+    1.0 for values), as PPO implementations commonly do.
+    """
+
+    hidden_sizes: Sequence[int]
+    out_dim: int
+    activation: str = "tanh"
+    out_gain: float = 1.0
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = ACTIVATIONS[self.activation]
+        for size in self.hidden_sizes:
+            x = act(nn.Dense(size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+        out = nn.Dense(self.out_dim, kernel_init=nn.initializers.orthogonal(self.out_gain))(x)
+        return out
+
+
+def flatten_obs(obs: jax.Array, obs_ndim: int) -> jax.Array:
+    """Merge the observation's own axes so that an MLP sees one feature axis."""
+    return jnp.reshape(obs, (*obs.shape[: obs.ndim - obs_ndim], -1))

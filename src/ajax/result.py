@@ -1,0 +1,173 @@
+"""The outcome of a run: final states (leading seed axis), evaluations, and what is needed to
+act, evaluate, save and reload."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import flax.serialization
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_STATE_FILE = "state.msgpack"
+_META_FILE = "result.json"
+
+
+@dataclass
+class TrainResult:
+    """What ``train`` returns.
+
+    Attributes:
+        agent: the agent that was trained.
+        state: its final state; every leaf has a leading seed axis.
+        seeds: the seeds, in the order of that axis.
+        n_timesteps: environment steps per seed actually run (whole iterations).
+        evaluations: ``timestep`` [E] and per-seed ``episode_return``, ``episode_length``
+            [S, E] of the evaluations (empty arrays without a logging config).
+        train_metrics: per-seed training summaries [S, E'] (``train/episode_return``, losses),
+            one column per segment, with their timesteps under ``timestep``.
+        timings: ``compile_s``, ``run_s`` and ``total_s`` of the run.
+        log_dir: the run directory, when the run was logged.
+    """
+
+    agent: Any
+    state: Any
+    seeds: list[int]
+    n_timesteps: int
+    evaluations: dict[str, np.ndarray]
+    train_metrics: dict[str, np.ndarray] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    log_dir: str | None = None
+
+    @classmethod
+    def from_history(cls, *, history: list[tuple[int, dict[str, np.ndarray]]], **kwargs):
+        timesteps = np.asarray([t for t, _ in history], np.int64)
+        columns = lambda key: np.stack([s[key] for _, s in history], axis=1)  # noqa: E731
+        keys = history[0][1].keys()
+        evaluated = "episode_return" in keys
+        evaluations = {
+            "timestep": timesteps if evaluated else np.zeros(0, np.int64),
+            **{
+                k: columns(k) if evaluated else np.zeros((len(kwargs["seeds"]), 0))
+                for k in ("episode_return", "episode_length")
+            },
+        }
+        train_metrics = {"timestep": timesteps} | {
+            k: columns(k) for k in keys if k.startswith("train/")
+        }
+        return cls(evaluations=evaluations, train_metrics=train_metrics, **kwargs)
+
+    def act(self, obs: Any, deterministic: bool = True, key: jax.Array | None = None) -> np.ndarray:
+        """Each seed's action for ``obs``, in the environment's own action space.
+
+        ``obs`` is one raw observation (given to every seed) or a batch [S, *obs_shape] with
+        one per seed. Normalisation statistics learnt in training are applied.
+        """
+        from ajax.evaluation import build_env
+
+        env = build_env(self.agent, 1)
+        obs = jnp.asarray(obs, jnp.float32)
+        obs_shape = self.agent.env.observation_space.shape
+        if obs.shape == obs_shape:
+            obs = jnp.broadcast_to(obs, (len(self.seeds), *obs_shape))
+        if obs.shape != (len(self.seeds), *obs_shape):
+            raise ValueError(
+                f"obs must have shape {obs_shape} or {(len(self.seeds), *obs_shape)}, "
+                f"got {obs.shape}."
+            )
+        if key is None:
+            key = jax.random.PRNGKey(0)
+        keys = jax.random.split(key, len(self.seeds))
+
+        def one(params, env_state, o, k):
+            o = env.observe(env_state, o[None])
+            return env.action_to_env(self.agent.act(params, o, k, deterministic))[0]
+
+        return np.asarray(
+            jax.jit(jax.vmap(one))(self.state.params, self.state.env_state, obs, keys)
+        )
+
+    def save(self, path: str | Path) -> Path:
+        """Write the result to directory ``path``; ``ajax.load(path)`` reads it back."""
+        if self.agent.env.env_id is None:
+            raise ValueError(
+                "Only runs on a registered environment id can be saved: the id is how load() "
+                "rebuilds the environment. Train with env_id='<id>' (see `ajax list`)."
+            )
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "format": 1,
+            "agent": self.agent.name,
+            "env_id": self.agent.env.env_id,
+            "env_params": self.agent.env_params,
+            "n_envs": self.agent.n_envs,
+            "hyperparameters": self.agent.hyperparameters(),
+            "seeds": self.seeds,
+            "n_timesteps": self.n_timesteps,
+            "evaluations": {k: np.asarray(v).tolist() for k, v in self.evaluations.items()},
+            "train_metrics": {k: np.asarray(v).tolist() for k, v in self.train_metrics.items()},
+            "timings": self.timings,
+            "log_dir": self.log_dir,
+        }
+        state = jax.device_get(self.state)
+        (path / _STATE_FILE).write_bytes(flax.serialization.to_bytes(state))
+        (path / _META_FILE).write_text(json.dumps(meta, indent=2))
+        return path
+
+
+def load(path: str | Path) -> TrainResult:
+    """Read a result written by ``TrainResult.save``; it acts and evaluates as the original."""
+    from ajax.agents import AGENTS
+    from ajax.evaluation import build_env
+    from ajax.loop import seed_keys
+
+    path = Path(path)
+    meta_file = path / _META_FILE
+    if not meta_file.exists():
+        raise FileNotFoundError(f"{path} holds no saved Ajax result (no {_META_FILE}).")
+    meta = json.loads(meta_file.read_text())
+    hyperparameters = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in meta["hyperparameters"].items()
+    }
+    agent = AGENTS[meta["agent"]](
+        env_id=meta["env_id"],
+        n_envs=meta["n_envs"],
+        env_params=meta["env_params"],
+        **hyperparameters,
+    )
+    env = build_env(agent, agent.n_envs)
+    template = jax.eval_shape(jax.vmap(lambda k: agent.init(k, env, 1)), seed_keys(meta["seeds"]))
+    template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
+    state = flax.serialization.from_bytes(template, (path / _STATE_FILE).read_bytes())
+    return TrainResult(
+        agent=agent,
+        state=jax.tree.map(jnp.asarray, state),
+        seeds=meta["seeds"],
+        n_timesteps=meta["n_timesteps"],
+        evaluations={k: np.asarray(v) for k, v in meta["evaluations"].items()},
+        train_metrics={k: np.asarray(v) for k, v in meta["train_metrics"].items()},
+        timings=meta["timings"],
+        log_dir=meta["log_dir"],
+    )
+
+
+def evaluate(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
+    """Mean return of ``num_episodes`` deterministic episodes for each seed's policy: [S]."""
+    from ajax.evaluation import build_env, run_episodes
+
+    if isinstance(num_episodes, bool) or not isinstance(num_episodes, int) or num_episodes <= 0:
+        raise ValueError(f"num_episodes must be a positive integer, got {num_episodes!r}.")
+    agent = result.agent
+    env = build_env(agent, num_episodes).for_evaluation()
+    keys = jax.random.split(jax.random.PRNGKey(seed), len(result.seeds))
+
+    def one(state, key):
+        returns, _ = run_episodes(agent, env, state.params, key, state.env_state)
+        return returns.mean()
+
+    return np.asarray(jax.jit(jax.vmap(one))(result.state, keys))

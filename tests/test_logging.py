@@ -1,0 +1,88 @@
+"""Logging: a row per seed at every boundary, every sink, and nothing lost on interrupt."""
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ajax import PPO, LoggingConfig
+
+from .conftest import CARTPOLE_SEEDS
+from .tensorboard_reader import read_scalars
+
+
+def _csv_rows(path):
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_rows_at_every_boundary_for_every_seed(cartpole_run):
+    directory = cartpole_run.log_dir
+    rows = _csv_rows(Path(directory) / "metrics.csv")
+    timesteps = sorted({int(r["timestep"]) for r in rows})
+    # 200k steps of 512 per iteration: 390 iterations, a boundary every 39 (19,968 steps).
+    assert timesteps == [19_968 * k for k in range(1, 11)]
+    assert len(rows) == 10 * len(CARTPOLE_SEEDS)
+    assert {int(r["seed"]) for r in rows} == set(CARTPOLE_SEEDS)
+    csv_returns = np.array(
+        [[float(r["episode_return"]) for r in rows if int(r["seed"]) == s] for s in CARTPOLE_SEEDS]
+    )
+    np.testing.assert_allclose(csv_returns, cartpole_run.evaluations["episode_return"], rtol=1e-6)
+    lines = [json.loads(x) for x in (Path(directory) / "metrics.jsonl").read_text().splitlines()]
+    assert len(lines) == len(rows) and {"train/policy_loss", "train/episode_return"} <= set(
+        lines[0]
+    )
+    config = json.loads((Path(directory) / "config.json").read_text())
+    assert config["agent"] == "PPO" and config["seeds"] == CARTPOLE_SEEDS
+
+
+@pytest.fixture(scope="module")
+def tiny_agent():
+    return PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
+
+
+def test_last_partial_segment_is_logged_too(tiny_agent, tmp_path):
+    config = LoggingConfig(log_frequency=96, log_dir=tmp_path, run_name="partial")
+    result = tiny_agent.train(seed=[0, 1], n_timesteps=224, logging_config=config)
+    # 7 iterations of 32 steps, 3 per segment: boundaries at 96 and 192, then the end at 224.
+    np.testing.assert_array_equal(result.evaluations["timestep"], [96, 192, 224])
+    rows = _csv_rows(tmp_path / "partial" / "metrics.csv")
+    assert [int(r["timestep"]) for r in rows] == [96, 96, 192, 192, 224, 224]
+
+
+def test_interrupted_run_keeps_every_row_it_produced(tiny_agent, tmp_path):
+    config = LoggingConfig(log_frequency=32, log_dir=tmp_path, run_name="interrupted")
+    seen = []
+
+    def interrupt_after_three(done, total, summary):
+        seen.append(done)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tiny_agent.train(
+            seed=[0, 1], n_timesteps=320, logging_config=config, progress=interrupt_after_three
+        )
+    rows = _csv_rows(tmp_path / "interrupted" / "metrics.csv")
+    assert [int(r["timestep"]) for r in rows] == [32, 32, 64, 64, 96, 96]
+    jsonl = (tmp_path / "interrupted" / "metrics.jsonl").read_text().splitlines()
+    assert len(jsonl) == 6
+
+
+def test_tensorboard_and_wandb_offline_sinks(tiny_agent, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    config = LoggingConfig(
+        log_frequency=64,
+        log_dir=tmp_path,
+        run_name="sinks",
+        tensorboard=True,
+        wandb=True,
+        wandb_mode="offline",
+    )
+    tiny_agent.train(seed=[0, 1], n_timesteps=128, logging_config=config)
+    scalars = read_scalars(tmp_path / "sinks" / "tensorboard" / "seed_1")
+    assert [step for step, _ in scalars["episode_return"]] == [64, 128]
+    wandb_runs = list((tmp_path / "sinks" / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(wandb_runs) == 1 and wandb_runs[0].stat().st_size > 0
