@@ -113,11 +113,12 @@ def _entries(root: Path) -> list[_Entry]:
     entries = []
     for stem, files in groups.items():
         stats = [f.stat() for f in files]
-        last_used = max(max(s.st_mtime, s.st_atime) for s in stats)
         atime_file = stem.with_name(stem.name + _ATIME_SUFFIX)
         if atime_file in files:
-            recorded_ns = int.from_bytes(atime_file.read_bytes()[:8] or b"\0", "little")
-            last_used = max(last_used, recorded_ns / 1e9)
+            # JAX's own record of the entry's last read (written on every cache hit).
+            last_used = int.from_bytes(atime_file.read_bytes()[:8] or b"\0", "little") / 1e9
+        else:
+            last_used = max(max(s.st_mtime, s.st_atime) for s in stats)
         entries.append(_Entry(tuple(files), last_used, sum(s.st_size for s in stats)))
     return entries
 

@@ -1,0 +1,64 @@
+"""The command line: train with a run directory, list, cache."""
+
+import json
+
+from ajax.cli import main
+
+
+def test_train_writes_a_complete_run_directory(tmp_path, capsys):
+    code = main(
+        [
+            "train",
+            "PPO",
+            "--env",
+            "CartPole-v1",
+            "--seeds",
+            "2",
+            "--n-timesteps",
+            "256",
+            "--n-envs",
+            "2",
+            "--n-steps",
+            "16",
+            "--log-frequency",
+            "64",
+            "--log-dir",
+            str(tmp_path),
+            "--run-name",
+            "cli",
+            "--no-anneal-lr",
+            "--hidden-sizes",
+            "32",
+            "32",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    run = tmp_path / "cli"
+    config = json.loads((run / "config.json").read_text())
+    assert config["hyperparameters"]["anneal_lr"] is False
+    assert config["hyperparameters"]["hidden_sizes"] == [32, 32]
+    assert config["seeds"] == [0, 1] and config["n_envs"] == 2
+    rows = (run / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 1 + 4 * 2
+    png = (run / "learning_curve.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    assert (run / "result" / "state.msgpack").exists()
+    assert "final eval return" in out and "run directory" in out
+
+
+def test_list_shows_agents_and_env_ids(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "PPO" in out and "gymnax/CartPole-v1" in out and "gymnax/Pendulum-v1" in out
+
+
+def test_cache_info_and_prune(cache_env, capsys):
+    stale = cache_env / "some-machine"
+    stale.mkdir(parents=True)
+    (stale / "abc-cache").write_bytes(b"x" * 1000)
+    assert main(["cache", "info"]) == 0
+    assert str(cache_env) in capsys.readouterr().out
+    assert main(["cache", "prune", "--max-bytes", "0"]) == 0
+    assert "deleted 1,000 bytes" in capsys.readouterr().out
+    assert not (stale / "abc-cache").exists()

@@ -1,0 +1,108 @@
+"""The persistent compile cache: where it lives, its switches, prune, and a hit across
+processes."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import jax
+import jaxlib
+
+from ajax import _compile_cache
+
+
+def test_directory_is_per_machine_and_versions(cache_env):
+    directory = _compile_cache.configure()
+    assert directory.parent == cache_env
+    tag = directory.name
+    for part in (
+        f"py{sys.version_info.major}.{sys.version_info.minor}",
+        f"jax{jax.__version__}",
+        f"jaxlib{jaxlib.__version__}",
+    ):
+        assert part in tag
+    assert _compile_cache.cpu_model().split()[0] in tag.replace("-", " ")
+    assert jax.config.jax_compilation_cache_dir == str(directory)
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+
+
+def test_default_root_and_off_switch(monkeypatch):
+    monkeypatch.delenv("AJAX_JAX_COMPILE_CACHE_DIR", raising=False)
+    expected = os.path.expanduser("~/.cache/ajax/jax_compile_cache")
+    assert str(_compile_cache.cache_root()) == expected
+    monkeypatch.setenv("AJAX_NO_COMPILE_CACHE", "1")
+    try:
+        assert _compile_cache.configure() is None
+        assert jax.config.jax_compilation_cache_dir is None
+    finally:
+        monkeypatch.delenv("AJAX_NO_COMPILE_CACHE")
+        _compile_cache.configure()
+
+
+def _entry(directory, key, size, last_used):
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{key}-cache").write_bytes(b"x" * size)
+    (directory / f"{key}-atime").write_bytes(int(last_used * 1e9).to_bytes(8, "little"))
+
+
+def test_prune_deletes_least_recently_used_until_the_rest_fit(tmp_path):
+    now = time.time()
+    _entry(tmp_path / "machine-a", "old", 400, now - 300)
+    _entry(tmp_path / "machine-a", "recent", 400, now - 10)
+    _entry(tmp_path / "machine-b", "middle", 400, now - 100)
+    before = _compile_cache.size_of(tmp_path)
+    deleted = _compile_cache.prune(tmp_path, max_bytes=900)
+    assert before - _compile_cache.size_of(tmp_path) == deleted
+    remaining = sorted(p.name for p in tmp_path.rglob("*-cache"))
+    assert remaining == ["middle-cache", "recent-cache"]
+    assert not (tmp_path / "machine-a" / "old-atime").exists()
+    _compile_cache.prune(tmp_path, max_bytes=420)
+    assert sorted(p.name for p in tmp_path.rglob("*-cache")) == ["recent-cache"]
+    assert _compile_cache.prune(tmp_path, max_bytes=10**9) == 0
+
+
+_TRAIN_TWICE = textwrap.dedent(
+    """
+    import json, sys
+    from jax import monitoring
+    hits = []
+    monitoring.register_event_listener(
+        lambda event, **kw: hits.append(event) if event.endswith("cache_hits") else None)
+    import ajax
+    result = ajax.PPO(env_id="CartPole-v1", n_envs=2, n_steps=8).train(
+        seed=[0, 1], n_timesteps=64,
+        logging_config=ajax.LoggingConfig(log_frequency=32, log_dir=sys.argv[1]))
+    print(json.dumps({"hits": len(hits), "returns": result.evaluations["episode_return"].tolist(),
+                      "compile_s": result.timings["compile_s"]}))
+    """
+)
+
+
+def test_a_second_process_loads_the_logged_run_from_the_cache(tmp_path):
+    env = os.environ | {
+        "AJAX_JAX_COMPILE_CACHE_DIR": str(tmp_path / "cache"),
+        "JAX_PLATFORMS": "cpu",
+    }
+    env.pop("AJAX_NO_COMPILE_CACHE", None)
+
+    def run():
+        out = subprocess.run(
+            [sys.executable, "-c", _TRAIN_TWICE, str(tmp_path / "runs")],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    first = run()
+    entries = list((tmp_path / "cache").rglob("*-cache"))
+    assert entries, "the first process wrote nothing to the cache"
+    second = run()
+    # Both of the run's programs (init and the logged segment) come from the cache.
+    assert second["hits"] >= 2 and second["hits"] >= first["hits"] + 2
+    assert second["returns"] == first["returns"]
+    assert second["compile_s"] < first["compile_s"]

@@ -1,0 +1,67 @@
+"""Results: evaluate, act, save and load."""
+
+import numpy as np
+import pytest
+
+import ajax
+
+
+def test_evaluate_returns_one_mean_per_seed(small_result):
+    returns = ajax.evaluate(small_result, num_episodes=5, seed=0)
+    assert returns.shape == (2,)
+    assert np.all((returns >= 1) & (returns <= 500))
+    np.testing.assert_array_equal(returns, ajax.evaluate(small_result, num_episodes=5, seed=0))
+
+
+def test_unlogged_run_has_no_evaluations(small_result):
+    assert small_result.evaluations["timestep"].shape == (0,)
+    assert small_result.evaluations["episode_return"].shape == (2, 0)
+    assert small_result.train_metrics["timestep"].tolist() == [640]
+    assert small_result.n_timesteps == 640
+
+
+def test_act_gives_an_action_per_seed(small_result):
+    obs = np.zeros(4, np.float32)
+    actions = small_result.act(obs)
+    assert actions.shape == (2,) and set(actions.tolist()) <= {0, 1}
+    with pytest.raises(ValueError, match="obs must have shape"):
+        small_result.act(np.zeros(3))
+
+
+def test_a_loaded_result_evaluates_and_acts_the_same(small_result, tmp_path):
+    small_result.save(tmp_path / "saved")
+    loaded = ajax.load(tmp_path / "saved")
+    assert loaded.seeds == small_result.seeds and repr(loaded.agent) == repr(small_result.agent)
+    np.testing.assert_array_equal(
+        ajax.evaluate(loaded, num_episodes=5, seed=1),
+        ajax.evaluate(small_result, num_episodes=5, seed=1),
+    )
+    obs = np.random.default_rng(0).normal(size=(2, 4)).astype(np.float32)
+    np.testing.assert_array_equal(loaded.act(obs), small_result.act(obs))
+
+
+def test_continuous_actions_come_back_in_the_env_bounds_with_normalisation(tmp_path):
+    agent = ajax.PPO(
+        env_id="Pendulum-v1",
+        n_envs=2,
+        n_steps=32,
+        normalize_observations=True,
+        normalize_rewards=True,
+        init_log_std=1.0,
+    )
+    result = agent.train(seed=[0, 1], n_timesteps=128)
+    obs = np.asarray([[1.0, 0.0, 8.0], [0.0, 1.0, -8.0]], np.float32)
+    actions = result.act(obs, deterministic=False)
+    assert actions.shape == (2, 1) and np.all(np.abs(actions) <= 2.0)
+    result.save(tmp_path / "pendulum")
+    loaded = ajax.load(tmp_path / "pendulum")
+    np.testing.assert_array_equal(loaded.act(obs), result.act(obs))
+    np.testing.assert_array_equal(
+        loaded.state.env_state.inner.moments.mean,
+        result.state.env_state.inner.moments.mean,
+    )
+
+
+def test_load_of_a_directory_without_a_result_fails_clearly(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no saved Ajax result"):
+        ajax.load(tmp_path)

@@ -1,0 +1,116 @@
+"""Bad input fails before compiling, with a message naming the problem and the fix."""
+
+import pytest
+
+from ajax import PPO, LoggingConfig
+from ajax.agents.base import Agent
+from ajax.cli import main
+from ajax.envs import Discrete
+
+
+class _DiscreteOnly(Agent):
+    """An agent that, like DQN, handles only discrete actions."""
+
+    Config = PPO.Config
+    action_spaces = (Discrete,)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: PPO(env_id="CartPol-v1"), r"Unknown environment id 'CartPol-v1'.*CartPole-v1"),
+        (lambda: PPO(env_id="CartPole-v1", n_envs=0), r"n_envs must be a positive integer"),
+        (lambda: PPO(env_id="CartPole-v1", n_envs=2.5), r"n_envs must be a positive integer"),
+        (
+            lambda: PPO(env_id="CartPole-v1", learning_rate=-1.0),
+            r"learning_rate=-1.0 is out of range: it must be > 0",
+        ),
+        (
+            lambda: PPO(env_id="CartPole-v1", gamma=1.5),
+            r"gamma=1.5 is out of range: it must be >= 0.0 and <= 1.0",
+        ),
+        (lambda: PPO(env_id="CartPole-v1", n_epochs=0), r"n_epochs=0 is out of range"),
+        (lambda: PPO(env_id="CartPole-v1", n_steps=12.5), r"n_steps must be a whole number"),
+        (lambda: PPO(env_id="CartPole-v1", anneal_lr="yes"), r"anneal_lr must be True or False"),
+        (
+            lambda: PPO(env_id="CartPole-v1", learning_rat=1e-3),
+            r"no hyperparameter 'learning_rat' \(did you mean 'learning_rate'\?\)",
+        ),
+        (
+            lambda: PPO(env_id="CartPole-v1", n_envs=3, n_steps=5, n_minibatches=4),
+            r"does not split into n_minibatches=4",
+        ),
+        (
+            lambda: _DiscreteOnly(env_id="Pendulum-v1"),
+            r"_DiscreteOnly supports Discrete action spaces, but gymnax/Pendulum-v1 has Box",
+        ),
+        (lambda: LoggingConfig(log_frequency=0), r"log_frequency must be a positive number"),
+        (
+            lambda: LoggingConfig(log_frequency=10, run_name="a/b"),
+            r"run_name 'a/b' must be a plain directory name",
+        ),
+    ],
+)
+def test_construction_errors(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+@pytest.fixture(scope="module")
+def agent():
+    return PPO(env_id="CartPole-v1", n_envs=4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(n_timesteps=0), r"n_timesteps must be a positive integer"),
+        (dict(n_timesteps=-5), r"n_timesteps must be a positive integer"),
+        (
+            dict(n_timesteps=100),
+            r"n_timesteps=100 is less than one iteration of PPO, which takes 512 steps",
+        ),
+        (dict(seed=[]), r"seed is an empty list"),
+        (dict(seed=[0, -1]), r"seeds must be integers in \[0, 2\*\*32\)"),
+        (dict(seed="0"), r"seeds must be integers"),
+        (dict(num_episode_test=0), r"num_episode_test must be a positive integer"),
+    ],
+)
+def test_train_errors_come_before_compiling(agent, kwargs, message, monkeypatch):
+    import jax
+
+    def no_compile(*args, **kw):
+        raise AssertionError("train compiled before validating its inputs")
+
+    monkeypatch.setattr(jax, "jit", no_compile)
+    with pytest.raises(ValueError, match=message):
+        agent.train(**({"n_timesteps": 1024} | kwargs))
+
+
+def test_logging_config_must_be_a_logging_config(agent):
+    with pytest.raises(TypeError, match="LoggingConfig"):
+        agent.train(n_timesteps=1024, logging_config={"log_frequency": 10})
+
+
+def test_cli_reports_bad_input_without_a_traceback(capsys, tmp_path):
+    assert main(["train", "NoSuchAgent", "--env", "CartPole-v1", "--n-timesteps", "10"]) == 2
+    assert "Unknown agent 'NoSuchAgent'" in capsys.readouterr().out
+    code = main(
+        [
+            "train",
+            "PPO",
+            "--env",
+            "CartPole-v1",
+            "--n-timesteps",
+            "1000",
+            "--gamma",
+            "2",
+            "--log-dir",
+            str(tmp_path),
+        ]
+    )
+    assert code == 2 and "gamma=2.0 is out of range" in capsys.readouterr().out
+    code = main(
+        ["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "10", "--log-dir", str(tmp_path)]
+    )
+    assert code == 2 and "less than one iteration" in capsys.readouterr().out
