@@ -1,0 +1,207 @@
+"""Agent speed benchmark: every agent on its fixed task, under one protocol.
+
+Protocol (docs/performance.md): 4 environment copies, 8,000 steps, one seed, 3 trials, the
+compile cache off, on the CPU. Each trial builds a fresh agent, so its program is traced and
+compiled again. Reported per agent, as the median of the trials:
+
+* execution steps/s: steps over the time the compiled programs ran (compile excluded);
+* whole-run steps/s: steps over the wall time of the whole ``train`` call;
+* compile and warm-up s: tracing, lowering and compiling the run's programs.
+
+Results go to a JSON-lines file and are compared with ``benchmarks/baseline.jsonl``: an agent
+more than 10% slower in execution steps/s than its baseline is flagged, and the script exits
+with status 1. ``--peer rejax`` times rejax's implementation of the same agent under the same
+protocol, in the same process, and prints Ajax's speed over rejax's.
+
+    JAX_PLATFORMS=cpu python benchmarks/agent_bench.py [--agents PPO] [--peer rejax]
+        [--out benchmarks/latest.jsonl] [--record-baseline]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
+
+import jax
+
+import ajax
+
+HERE = Path(__file__).resolve().parent
+BASELINE = HERE / "baseline.jsonl"
+N_ENVS, N_TIMESTEPS, TRIALS, REGRESSION = 4, 8_000, 3, 0.10
+
+#: agent -> (task, the agent's hyperparameters for the bench)
+TASKS: dict[str, tuple[str, dict]] = {
+    "PPO": ("CartPole-v1", {}),
+}
+
+
+def time_ajax(agent_name: str) -> dict[str, float]:
+    """One trial: a fresh agent, one seed, no logging."""
+    env_id, hyperparameters = TASKS[agent_name]
+    start = time.perf_counter()
+    agent = ajax.AGENTS[agent_name](env_id=env_id, n_envs=N_ENVS, **hyperparameters)
+    result = agent.train(seed=0, n_timesteps=N_TIMESTEPS)
+    wall = time.perf_counter() - start
+    steps = result.n_timesteps
+    return {
+        "steps": steps,
+        "execution_sps": steps / result.timings["run_s"],
+        "whole_run_sps": steps / wall,
+        "compile_s": result.timings["compile_s"],
+    }
+
+
+class _FiveValueStep:
+    """gymnax 1.x's ``step`` returns terminated and truncated apart; rejax 0.1.3 expects the
+    old single ``done``. This forwards everything else to the gymnax environment."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def step(self, key, state, action, params=None):
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
+        return obs, state, reward, terminated | truncated, info
+
+
+def _rejax_ppo(env_id: str) -> Callable[[], tuple[Callable, int]]:
+    """rejax's PPO with Ajax's PPO defaults (networks 64x64 tanh, 4 x 128 rollout,
+    4 epochs x 4 minibatches), evaluating once at the end only."""
+    import gymnax
+    from rejax import PPO as RejaxPPO
+
+    def build():
+        env, params = gymnax.make(env_id)
+        algo = RejaxPPO.create(
+            env=_FiveValueStep(env),
+            env_params=params,
+            total_timesteps=N_TIMESTEPS,
+            eval_freq=N_TIMESTEPS,
+            skip_initial_evaluation=True,
+            num_envs=N_ENVS,
+            num_steps=128,
+            num_epochs=4,
+            num_minibatches=4,
+            learning_rate=2.5e-4,
+            max_grad_norm=0.5,
+            gamma=0.99,
+            gae_lambda=0.95,
+            clip_eps=0.2,
+            ent_coef=0.01,
+            vf_coef=0.5,
+            agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (64, 64)},
+        )
+        # Ajax evaluates nothing without a logging config; neither does the peer.
+        algo = algo.replace(eval_callback=lambda algo, ts, rng: ())
+        return jax.jit(algo.train), algo.total_timesteps
+
+    return build
+
+
+PEERS: dict[str, dict[str, Callable[[str], Callable]]] = {"rejax": {"PPO": _rejax_ppo}}
+
+
+def time_peer(peer: str, agent_name: str) -> dict[str, float]:
+    env_id, _ = TASKS[agent_name]
+    start = time.perf_counter()
+    train, steps = PEERS[peer][agent_name](env_id)()
+    compiled = train.lower(jax.random.PRNGKey(0)).compile()
+    compile_s = time.perf_counter() - start
+    run_start = time.perf_counter()
+    jax.block_until_ready(compiled(jax.random.PRNGKey(0)))
+    run_s = time.perf_counter() - run_start
+    return {
+        "steps": steps,
+        "execution_sps": steps / run_s,
+        "whole_run_sps": steps / (compile_s + run_s),
+        "compile_s": compile_s,
+    }
+
+
+def median_of_trials(trial: Callable[[], dict[str, float]]) -> dict[str, float]:
+    runs = [trial() for _ in range(TRIALS)]
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def read_baseline(path: Path) -> dict[str, dict]:
+    if not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {r["agent"]: r for r in rows if r.get("implementation") == "ajax"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", nargs="+", default=sorted(TASKS), choices=sorted(TASKS))
+    parser.add_argument("--peer", choices=sorted(PEERS), default=None)
+    parser.add_argument("--out", type=Path, default=HERE / "latest.jsonl")
+    parser.add_argument("--baseline", type=Path, default=BASELINE)
+    parser.add_argument("--record-baseline", action="store_true", help="write the baseline")
+    args = parser.parse_args(argv)
+
+    machine = {
+        "date": time.strftime("%Y-%m-%d"),
+        "cpu": ajax._compile_cache.cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+    }
+    protocol = {"n_envs": N_ENVS, "n_timesteps": N_TIMESTEPS, "trials": TRIALS, "seeds": 1}
+    baseline = read_baseline(args.baseline)
+    rows, regressions = [], []
+    header = f"{'agent':<8}{'impl':<8}{'task':<14}{'exec steps/s':>14}{'whole steps/s':>15}"
+    print(header + f"{'compile s':>11}{'vs baseline':>13}")
+    for name in args.agents:
+        implementations = [("ajax", lambda n=name: time_ajax(n))]
+        if args.peer and name in PEERS[args.peer]:
+            implementations.append((args.peer, lambda n=name: time_peer(args.peer, n)))
+        figures = {}
+        for implementation, trial in implementations:
+            stats = median_of_trials(trial)
+            figures[implementation] = stats
+            row = {"agent": name, "implementation": implementation, "task": TASKS[name][0]}
+            row |= stats | protocol | machine
+            rows.append(row)
+            change = ""
+            if implementation == "ajax" and name in baseline:
+                ratio = stats["execution_sps"] / baseline[name]["execution_sps"] - 1
+                change = f"{ratio:+.1%}"
+                if ratio < -REGRESSION:
+                    regressions.append(f"{name}: {change} execution steps/s against the baseline")
+            print(
+                f"{name:<8}{implementation:<8}{TASKS[name][0]:<14}"
+                f"{stats['execution_sps']:>14,.0f}{stats['whole_run_sps']:>15,.0f}"
+                f"{stats['compile_s']:>11.2f}{change:>13}"
+            )
+        if args.peer in figures:
+            for key in ("execution_sps", "whole_run_sps"):
+                ratio = figures["ajax"][key] / figures[args.peer][key]
+                print(f"  {name} ajax/{args.peer} {key.replace('_sps', '')}: {ratio:.2f}x")
+    args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"wrote {args.out}")
+    if args.record_baseline:
+        args.baseline.write_text(
+            "".join(json.dumps(r) + "\n" for r in rows if r["implementation"] == "ajax")
+        )
+        print(f"recorded the baseline in {args.baseline}")
+    for line in regressions:
+        print(f"REGRESSION (more than {REGRESSION:.0%} slower): {line}", file=sys.stderr)
+    return 1 if regressions else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

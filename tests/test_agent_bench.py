@@ -1,0 +1,65 @@
+"""The benchmark's bookkeeping: medians, the baseline comparison and the 10% flag (its
+timings themselves are measured by running it, never asserted)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "agent_bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("agent_bench", _PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _fake_trials(bench, monkeypatch, figures):
+    calls = iter(figures)
+    monkeypatch.setattr(
+        bench,
+        "time_ajax",
+        lambda name: {
+            "steps": 7680,
+            "execution_sps": next(calls),
+            "whole_run_sps": 100.0,
+            "compile_s": 1.0,
+        },
+    )
+
+
+def test_medians_and_a_recorded_baseline(bench, monkeypatch, tmp_path):
+    _fake_trials(bench, monkeypatch, [900.0, 1000.0, 5000.0])
+    baseline = tmp_path / "baseline.jsonl"
+    code = bench.main(
+        [
+            "--agents",
+            "PPO",
+            "--out",
+            str(tmp_path / "out.jsonl"),
+            "--baseline",
+            str(baseline),
+            "--record-baseline",
+        ]
+    )
+    assert code == 0
+    (row,) = [json.loads(x) for x in baseline.read_text().splitlines()]
+    assert row["agent"] == "PPO" and row["execution_sps"] == 1000.0
+    assert row["n_envs"] == 4 and row["n_timesteps"] == 8000 and row["trials"] == 3
+
+
+def test_more_than_ten_percent_slower_is_flagged(bench, monkeypatch, tmp_path, capsys):
+    baseline = tmp_path / "baseline.jsonl"
+    baseline.write_text(
+        json.dumps({"agent": "PPO", "implementation": "ajax", "execution_sps": 1000.0}) + "\n"
+    )
+    args = ["--agents", "PPO", "--out", str(tmp_path / "out.jsonl"), "--baseline", str(baseline)]
+    _fake_trials(bench, monkeypatch, [950.0] * 3)
+    assert bench.main(args) == 0
+    _fake_trials(bench, monkeypatch, [850.0] * 3)
+    assert bench.main(args) == 1
+    assert "REGRESSION" in capsys.readouterr().err
