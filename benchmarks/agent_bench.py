@@ -70,6 +70,8 @@ class _FiveValueStep:
         self._env = env
 
     def __getattr__(self, name):
+        if name == "_env":  # not yet set, as while copy.deepcopy rebuilds the object
+            raise AttributeError(name)
         return getattr(self._env, name)
 
     def step(self, key, state, action, params=None):
