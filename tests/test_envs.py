@@ -191,3 +191,34 @@ def test_normalisation_wrappers_and_their_evaluation_copies():
     eval_state, _, raw_reward, *_ = frozen.step(key, eval_state, action)
     np.testing.assert_array_equal(eval_state.inner.moments.mean, moments.mean)
     assert float(raw_reward.max()) <= 0.0 and float(raw_reward.min()) >= -16.3
+
+
+_NEEDS_DOWNLOAD = {"MNISTBandit-bsuite"}
+
+
+@pytest.mark.parametrize("name", sorted(set(gymnax.registered_envs) - _NEEDS_DOWNLOAD))
+def test_every_gymnax_id_resets_and_steps(name):
+    env = make_env(f"gymnax/{name}")
+
+    @jax.jit
+    def reset_and_step(key):
+        state, obs = env.reset(key)
+        action = env.action_space.sample(key)
+        return obs, env.step(key, state, action)
+
+    obs, (_, next_obs, reward, terminated, truncated, _) = reset_and_step(jax.random.PRNGKey(0))
+    assert obs.shape == env.observation_space.shape == next_obs.shape
+    assert obs.dtype == jnp.float32 and reward.shape == () and terminated.dtype == bool
+    assert not (bool(terminated) and bool(truncated))
+
+
+def test_an_id_that_needs_a_download_fails_clearly_offline(monkeypatch):
+    import gymnax.utils.load_mnist as load_mnist
+
+    def offline(*args, **kwargs):
+        raise OSError("no network")
+
+    # As on a machine without network access, whether or not MNIST was fetched before.
+    monkeypatch.setattr(load_mnist, "_download", offline)
+    with pytest.raises(RuntimeError, match="downloads its data when built"):
+        make_env("MNISTBandit-bsuite")

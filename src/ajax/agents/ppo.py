@@ -154,14 +154,17 @@ class PPO(Agent):
             env = NormalizeReward(env, self.config.gamma)
         return env
 
-    def _policy(self, params, obs):
+    def policy(self, params: dict[str, Any], obs: jax.Array) -> Categorical | Normal:
+        """The action distribution at ``obs`` (in the agent's action space, ``[-1, 1]`` for
+        continuous actions)."""
         return self.actor.apply(params["actor"], flatten_obs(obs, self._obs_ndim))
 
-    def _value(self, params, obs):
+    def value(self, params: dict[str, Any], obs: jax.Array) -> jax.Array:
+        """The critic's estimate of the discounted return from ``obs``."""
         return self.critic.apply(params["critic"], flatten_obs(obs, self._obs_ndim))[..., 0]
 
     def act(self, params, obs, key, deterministic):
-        dist = self._policy(params, obs)
+        dist = self.policy(params, obs)
         action = dist.mode() if deterministic else dist.sample(key)
         return action.reshape(obs.shape[: obs.ndim - self._obs_ndim] + self.env.action_space.shape)
 
@@ -189,7 +192,7 @@ class PPO(Agent):
         def one_step(carry, _):
             env_state, obs, key = carry
             key, act_key, step_key = jax.random.split(key, 3)
-            dist = self._policy(state.params, obs)
+            dist = self.policy(state.params, obs)
             action = dist.sample(act_key)
             env_state, next_obs, transition = step_env(env, step_key, env_state, obs, action)
             return (env_state, next_obs, key), (transition, dist.log_prob(action))
@@ -202,7 +205,7 @@ class PPO(Agent):
     def _loss(self, params, batch):
         c = self.config
         obs, action, old_log_prob, old_value, advantage, target = batch
-        dist = self._policy(params, obs)
+        dist = self.policy(params, obs)
         log_ratio = dist.log_prob(action) - old_log_prob
         ratio = jnp.exp(log_ratio)
         if c.normalize_advantages:
@@ -211,7 +214,7 @@ class PPO(Agent):
             ratio * advantage, jnp.clip(ratio, 1 - c.clip_coef, 1 + c.clip_coef) * advantage
         )
         policy_loss = -surrogate.mean()
-        value = self._value(params, obs)
+        value = self.value(params, obs)
         value_loss = (value - target) ** 2
         if c.clip_value_loss:
             clipped = old_value + jnp.clip(value - old_value, -c.clip_coef, c.clip_coef)
@@ -266,8 +269,8 @@ class PPO(Agent):
     def iteration(self, state: PPOState, env: Env) -> tuple[PPOState, dict[str, jax.Array]]:
         c = self.config
         state, rollout, log_probs = self._collect(state, env)
-        values = self._value(state.params, rollout.obs)
-        next_values = self._value(state.params, rollout.next_obs)
+        values = self.value(state.params, rollout.obs)
+        next_values = self.value(state.params, rollout.next_obs)
         advantages, targets = gae(
             rollout.reward,
             values,

@@ -32,7 +32,14 @@ class GymnaxEnv(Env):
     """A gymnax environment with fixed parameters (``env_params`` overrides its defaults)."""
 
     def __init__(self, name: str, **env_params: Any):
-        self.env, defaults = gymnax.make(name)
+        try:
+            self.env, defaults = gymnax.make(name)
+        except OSError as error:
+            # MNISTBandit-bsuite downloads MNIST when built; nothing is fetched at run time here.
+            raise RuntimeError(
+                f"gymnax/{name} downloads its data when built, and the download failed "
+                f"({error}). Run it on a machine with network access, or pick another id."
+            ) from error
         unknown = set(env_params) - set(defaults.__dataclass_fields__)
         if unknown:
             raise ValueError(

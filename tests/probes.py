@@ -1,0 +1,63 @@
+"""Probe environments: tiny tasks, each isolating one thing an agent must get right (after
+Andy Jones's "Debugging RL, Without the Agonizing Pain"). Episodes are one or two steps, so a
+correct agent solves each within a few thousand steps and a broken one visibly does not."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ajax.envs import Box, Discrete, Env
+
+
+class _Probe(Env):
+    observation_space = Box(-np.ones(1), np.ones(1), (1,))
+    action_space = Discrete(2)
+    max_episode_steps = 10
+
+    def reset(self, key):
+        obs = self._first_obs(key)
+        return (obs, jnp.asarray(0)), obs
+
+    def _first_obs(self, key):
+        return jnp.zeros(1)
+
+    def step(self, key, state, action):
+        obs, t = state
+        reward, terminated, next_obs = self._transition(obs, t, action)
+        state = (next_obs, t + 1)
+        return state, next_obs, jnp.float32(reward), terminated, jnp.asarray(False), {}
+
+
+class ConstantReward(_Probe):
+    """One step, reward +1: the value of the only state is 1."""
+
+    def _transition(self, obs, t, action):
+        return 1.0, jnp.asarray(True), obs
+
+
+class ObservationReward(_Probe):
+    """One step from obs +1 or -1, reward equal to obs: the value must read the observation."""
+
+    def _first_obs(self, key):
+        return jnp.where(jax.random.bernoulli(key), 1.0, -1.0)[None]
+
+    def _transition(self, obs, t, action):
+        return obs[0], jnp.asarray(True), obs
+
+
+class TwoStep(_Probe):
+    """Obs 0 then obs 1, reward +1 only at the end of the second step: V(0) = gamma,
+    V(1) = 1. Tests discounting and credit assignment across a step."""
+
+    def _transition(self, obs, t, action):
+        last = t >= 1
+        return jnp.where(last, 1.0, 0.0), last, jnp.ones(1)
+
+
+class ActionReward(_Probe):
+    """One step; action 1 earns +1 and action 0 earns -1: the policy must pick action 1."""
+
+    def _transition(self, obs, t, action):
+        return jnp.where(action == 1, 1.0, -1.0), jnp.asarray(True), obs
