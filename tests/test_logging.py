@@ -66,9 +66,13 @@ def test_interrupted_run_keeps_every_row_it_produced(tiny_agent, tmp_path):
             seed=[0, 1], n_timesteps=320, logging_config=config, progress=interrupt_after_three
         )
     rows = _csv_rows(tmp_path / "interrupted" / "metrics.csv")
-    assert [int(r["timestep"]) for r in rows] == [32, 32, 64, 64, 96, 96]
+    timesteps = [int(r["timestep"]) for r in rows]
+    # Every row reported before the interrupt is on disk; the segment that was running then
+    # is written too if it had finished.
+    assert timesteps in ([32, 32, 64, 64, 96, 96], [32, 32, 64, 64, 96, 96, 128, 128])
+    assert all(r["episode_return"] not in ("", "nan") for r in rows)
     jsonl = (tmp_path / "interrupted" / "metrics.jsonl").read_text().splitlines()
-    assert len(jsonl) == 6
+    assert len(jsonl) == len(rows)
 
 
 def test_tensorboard_and_wandb_offline_sinks(tiny_agent, tmp_path, monkeypatch):

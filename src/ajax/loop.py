@@ -189,7 +189,8 @@ def train(
     history: list[tuple[int, dict[str, np.ndarray]]] = []
     total = plan.n_iterations * plan.steps_per_iteration
 
-    def record(timestep: int, n_iterations: int, outputs: Any) -> None:
+    def store(timestep: int, n_iterations: int, outputs: Any) -> dict[str, np.ndarray]:
+        """Keep a finished segment's summary and hand its rows to the writer."""
         summary = _summaries(jax.device_get(outputs), n_iterations)
         history.append((timestep, summary))
         if writer is not None:
@@ -199,25 +200,37 @@ def train(
                     for i, s in enumerate(seeds)
                 ]
             )
+        return summary
+
+    def record(segment: tuple[int, int, Any]) -> None:
+        summary = store(*segment)
         if progress is not None:
-            progress(timestep, total, {k: float(np.nanmean(v)) for k, v in summary.items()})
+            mean = {k: float(np.nanmean(v)) for k, v in summary.items()}
+            progress(segment[0], total, mean)
 
     run_start = time.perf_counter()
+    pending = None
     try:
         state = init_compiled(keys)
-        pending = None
         iterations_done = 0
         for index, length in enumerate(plan.segment_lengths):
             segment_keys = jax.vmap(lambda k, i=index: jax.random.fold_in(k, i))(eval_keys)
             state, outputs = segment_compiled(state, jnp.int32(length), segment_keys)
             iterations_done += length
             # Fetch the previous segment's outputs while this one runs.
-            if pending is not None:
-                record(*pending)
-            pending = (iterations_done * plan.steps_per_iteration, length, outputs)
-        record(*pending)
+            finished, pending = (
+                pending,
+                (iterations_done * plan.steps_per_iteration, length, outputs),
+            )
+            if finished is not None:
+                record(finished)
+        finished, pending = pending, None
+        record(finished)
         state = jax.block_until_ready(state)
     finally:
+        # On a failure or Ctrl-C, a segment that had finished still gets its rows written.
+        if pending is not None and all(x.is_ready() for x in jax.tree.leaves(pending[2])):
+            store(*pending)
         if writer is not None:
             writer.close()
     run_s = time.perf_counter() - run_start
