@@ -108,7 +108,9 @@ def _rejax_ppo(env_id: str) -> Callable[[], tuple[Callable, int]]:
         )
         # Ajax evaluates nothing without a logging config; neither does the peer.
         algo = algo.replace(eval_callback=lambda algo, ts, rng: ())
-        return jax.jit(algo.train), algo.total_timesteps
+        # rejax rounds the budget up to whole iterations.
+        per_iteration = algo.num_envs * algo.num_steps
+        return jax.jit(algo.train), -(-algo.total_timesteps // per_iteration) * per_iteration
 
     return build
 
