@@ -40,17 +40,22 @@ HERE = Path(__file__).resolve().parent
 BASELINE = HERE / "baseline.jsonl"
 N_ENVS, N_TIMESTEPS, TRIALS, REGRESSION = 4, 8_000, 3, 0.10
 
-#: agent -> (task, the agent's hyperparameters for the bench)
+#: agent -> (task, the agent's hyperparameters for the bench). Every agent updates within
+#: the 8,000 steps: the replay agents learn from step 1,000.
 TASKS: dict[str, tuple[str, dict]] = {
     "PPO": ("CartPole-v1", {}),
+    "DQN": ("CartPole-v1", {"learning_starts": 1_000}),
+    "PQN": ("CartPole-v1", {}),
 }
 
 
-def time_ajax(agent_name: str) -> dict[str, float]:
+def time_ajax(agent_name: str, overrides: dict | None = None) -> dict[str, float]:
     """One trial: a fresh agent, one seed, no logging."""
     env_id, hyperparameters = TASKS[agent_name]
     start = time.perf_counter()
-    agent = ajax.AGENTS[agent_name](env_id=env_id, n_envs=N_ENVS, **hyperparameters)
+    agent = ajax.AGENTS[agent_name](
+        env_id=env_id, n_envs=N_ENVS, **(hyperparameters | (overrides or {}))
+    )
     result = agent.train(seed=0, n_timesteps=N_TIMESTEPS)
     wall = time.perf_counter() - start
     steps = result.n_timesteps
@@ -79,49 +84,91 @@ class _FiveValueStep:
         return obs, state, reward, terminated | truncated, info
 
 
-def _rejax_ppo(env_id: str) -> Callable[[], tuple[Callable, int]]:
-    """rejax's PPO with Ajax's PPO defaults (networks 64x64 tanh, 4 x 128 rollout,
-    4 epochs x 4 minibatches), evaluating once at the end only."""
+def _rejax(algorithm: str, env_id: str, **settings) -> Callable[[], tuple[Callable, int]]:
+    """A builder of rejax's ``algorithm`` on ``env_id`` with ``settings``, evaluating nothing
+    (as Ajax without a logging config), returning its jitted train and the steps it runs."""
     import gymnax
-    from rejax import PPO as RejaxPPO
+    import rejax
 
     def build():
         env, params = gymnax.make(env_id)
-        algo = RejaxPPO.create(
+        algo = rejax.get_algo(algorithm).create(
             env=_FiveValueStep(env),
             env_params=params,
             total_timesteps=N_TIMESTEPS,
             eval_freq=N_TIMESTEPS,
             skip_initial_evaluation=True,
             num_envs=N_ENVS,
-            num_steps=128,
-            num_epochs=4,
-            num_minibatches=4,
-            learning_rate=2.5e-4,
-            max_grad_norm=0.5,
-            gamma=0.99,
-            gae_lambda=0.95,
-            clip_eps=0.2,
-            ent_coef=0.01,
-            vf_coef=0.5,
-            agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (64, 64)},
+            **settings,
         )
-        # Ajax evaluates nothing without a logging config; neither does the peer.
         algo = algo.replace(eval_callback=lambda algo, ts, rng: ())
         # rejax rounds the budget up to whole iterations.
-        per_iteration = algo.num_envs * algo.num_steps
-        return jax.jit(algo.train), -(-algo.total_timesteps // per_iteration) * per_iteration
+        per_iteration = N_ENVS * settings.get("num_steps", 1)
+        return jax.jit(algo.train), -(-N_TIMESTEPS // per_iteration) * per_iteration
 
     return build
 
 
-PEERS: dict[str, dict[str, Callable[[str], Callable]]] = {"rejax": {"PPO": _rejax_ppo}}
+#: peer -> agent -> (the peer's builder on a task, Ajax settings that match the peer's
+#: networks and schedule where its defaults differ; Ajax is timed again with them).
+PEERS: dict[str, dict[str, tuple[Callable[[str], Callable], dict]]] = {
+    "rejax": {
+        # Ajax's PPO defaults: 64x64 tanh networks, 4 x 128 rollout, 4 epochs x 4 minibatches.
+        "PPO": (
+            lambda env_id: _rejax(
+                "ppo",
+                env_id,
+                num_steps=128,
+                num_epochs=4,
+                num_minibatches=4,
+                learning_rate=2.5e-4,
+                max_grad_norm=0.5,
+                gamma=0.99,
+                gae_lambda=0.95,
+                clip_eps=0.2,
+                ent_coef=0.01,
+                vf_coef=0.5,
+                agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (64, 64)},
+            ),
+            {},
+        ),
+        # rejax's DQN makes one update per iteration of one step per copy, on 64x64 networks.
+        "DQN": (
+            lambda env_id: _rejax(
+                "dqn",
+                env_id,
+                num_epochs=1,
+                batch_size=64,
+                buffer_size=100_000,
+                fill_buffer=1_000,
+                learning_rate=2.3e-3,
+                ddqn=False,
+                agent_kwargs={"activation": "relu"},
+            ),
+            {"train_frequency": 1, "gradient_steps": 1, "hidden_sizes": (64, 64)},
+        ),
+        # rejax's PQN has 64x64 LayerNorm networks.
+        "PQN": (
+            lambda env_id: _rejax(
+                "pqn",
+                env_id,
+                num_steps=64,
+                num_epochs=4,
+                num_minibatches=16,
+                learning_rate=1e-4,
+                td_lambda=0.95,
+                gamma=0.99,
+            ),
+            {"hidden_sizes": (64, 64)},
+        ),
+    }
+}
 
 
 def time_peer(peer: str, agent_name: str) -> dict[str, float]:
     env_id, _ = TASKS[agent_name]
     start = time.perf_counter()
-    train, steps = PEERS[peer][agent_name](env_id)()
+    train, steps = PEERS[peer][agent_name][0](env_id)()
     compiled = train.lower(jax.random.PRNGKey(0)).compile()
     compile_s = time.perf_counter() - start
     run_start = time.perf_counter()
@@ -167,11 +214,16 @@ def main(argv: list[str] | None = None) -> int:
     protocol = {"n_envs": N_ENVS, "n_timesteps": N_TIMESTEPS, "trials": TRIALS, "seeds": 1}
     baseline = read_baseline(args.baseline)
     rows, regressions = [], []
-    header = f"{'agent':<8}{'impl':<8}{'task':<14}{'exec steps/s':>14}{'whole steps/s':>15}"
+    header = f"{'agent':<8}{'impl':<14}{'task':<14}{'exec steps/s':>14}{'whole steps/s':>15}"
     print(header + f"{'compile s':>11}{'vs baseline':>13}")
     for name in args.agents:
         implementations = [("ajax", lambda n=name: time_ajax(n))]
         if args.peer and name in PEERS[args.peer]:
+            overrides = PEERS[args.peer][name][1]
+            if overrides:
+                implementations.append(
+                    ("ajax-as-peer", lambda n=name, o=overrides: time_ajax(n, o))
+                )
             implementations.append((args.peer, lambda n=name: time_peer(args.peer, n)))
         figures = {}
         for implementation, trial in implementations:
@@ -187,13 +239,14 @@ def main(argv: list[str] | None = None) -> int:
                 if ratio < -REGRESSION:
                     regressions.append(f"{name}: {change} execution steps/s against the baseline")
             print(
-                f"{name:<8}{implementation:<8}{TASKS[name][0]:<14}"
+                f"{name:<8}{implementation:<14}{TASKS[name][0]:<14}"
                 f"{stats['execution_sps']:>14,.0f}{stats['whole_run_sps']:>15,.0f}"
                 f"{stats['compile_s']:>11.2f}{change:>13}"
             )
         if args.peer in figures:
+            ours = figures.get("ajax-as-peer", figures["ajax"])
             for key in ("execution_sps", "whole_run_sps"):
-                ratio = figures["ajax"][key] / figures[args.peer][key]
+                ratio = ours[key] / figures[args.peer][key]
                 print(f"  {name} ajax/{args.peer} {key.replace('_sps', '')}: {ratio:.2f}x")
     args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(f"wrote {args.out}")

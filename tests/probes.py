@@ -21,7 +21,8 @@ class _Probe(Env):
         return (obs, jnp.asarray(0)), obs
 
     def _first_obs(self, key):
-        return jnp.zeros(1)
+        # Not zero: a ReLU network with zero biases is dead on an all-zero input.
+        return jnp.ones(1)
 
     def step(self, key, state, action):
         obs, t = state
@@ -48,12 +49,12 @@ class ObservationReward(_Probe):
 
 
 class TwoStep(_Probe):
-    """Obs 0 then obs 1, reward +1 only at the end of the second step: V(0) = gamma,
-    V(1) = 1. Tests discounting and credit assignment across a step."""
+    """Obs 1 then obs -1, reward +1 only at the end of the second step: V(1) = gamma,
+    V(-1) = 1. Tests discounting and credit assignment across a step."""
 
     def _transition(self, obs, t, action):
         last = t >= 1
-        return jnp.where(last, 1.0, 0.0), last, jnp.ones(1)
+        return jnp.where(last, 1.0, 0.0), last, -jnp.ones(1)
 
 
 class ActionReward(_Probe):

@@ -50,7 +50,8 @@ def test_train_writes_a_complete_run_directory(tmp_path, capsys):
 def test_list_shows_agents_and_env_ids(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "PPO" in out and "gymnax/CartPole-v1" in out and "gymnax/Pendulum-v1" in out
+    assert all(name in out for name in ("PPO", "DQN", "PQN"))
+    assert "gymnax/CartPole-v1" in out and "gymnax/Pendulum-v1" in out
 
 
 def test_cache_info_and_prune(cache_env, capsys):

@@ -25,7 +25,7 @@ def _values(agent, params, obs):
 
 def test_value_learns_a_constant_reward():
     agent, params = _train(ConstantReward())
-    np.testing.assert_allclose(_values(agent, params, [[0.0]]), 1.0, atol=0.05)
+    np.testing.assert_allclose(_values(agent, params, [[1.0]]), 1.0, atol=0.05)
 
 
 def test_value_reads_the_observation():
@@ -36,10 +36,10 @@ def test_value_reads_the_observation():
 @pytest.mark.parametrize("gamma", [0.5])
 def test_value_discounts_over_two_steps(gamma):
     agent, params = _train(TwoStep(), gamma=gamma)
-    np.testing.assert_allclose(_values(agent, params, [[0.0], [1.0]]), [[gamma, 1]] * 2, atol=0.1)
+    np.testing.assert_allclose(_values(agent, params, [[1.0], [-1.0]]), [[gamma, 1]] * 2, atol=0.1)
 
 
 def test_policy_picks_the_rewarded_action():
     agent, params = _train(ActionReward(), ent_coef=0.01)
-    probs = jax.vmap(lambda p: jax.nn.softmax(agent.policy(p, jnp.zeros((1, 1))).logits))(params)
+    probs = jax.vmap(lambda p: jax.nn.softmax(agent.policy(p, jnp.ones((1, 1))).logits))(params)
     assert np.all(np.asarray(probs)[..., 1] > 0.95), probs

@@ -53,3 +53,67 @@ def test_truncation_bootstraps_from_the_final_observation_and_termination_does_n
     terminated, _ = gae(ones, terminated=ones, done=ones, **kwargs)
     assert float(truncated[0]) == 1.0 + 0.5 * 10.0
     assert float(terminated[0]) == 1.0
+
+
+def test_td_target_bootstraps_unless_terminated():
+    from ajax.returns import td_target
+
+    reward, next_value = jnp.asarray([1.0, 1.0]), jnp.asarray([10.0, 10.0])
+    target = td_target(reward, next_value, jnp.asarray([0.0, 1.0]), 0.9)
+    np.testing.assert_allclose(target, [10.0, 1.0])
+
+
+def _lambda_reference(rewards, next_values, terminated, done, gamma, lam):
+    returns = np.zeros_like(rewards)
+    following = next_values[-1]
+    for t in reversed(range(len(rewards))):
+        blend = (
+            next_values[t]
+            if done[t] or t == len(rewards) - 1
+            else ((1 - lam) * next_values[t] + lam * following)
+        )
+        returns[t] = rewards[t] + gamma * (1 - terminated[t]) * blend
+        following = returns[t]
+    return returns
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.integers(0, 2**31 - 1))
+def test_lambda_returns_match_reference(length, gamma, lam, seed):
+    from ajax.returns import lambda_returns
+
+    rng = np.random.default_rng(seed)
+    rewards, next_values = rng.normal(size=(2, length)).astype(np.float32)
+    ends = rng.integers(0, 3, size=length)
+    terminated, done = (ends == 1).astype(np.float32), ends > 0
+    got = lambda_returns(
+        jnp.asarray(rewards),
+        jnp.asarray(next_values),
+        jnp.asarray(terminated),
+        jnp.asarray(done),
+        gamma,
+        lam,
+    )
+    expected = _lambda_reference(rewards, next_values, terminated, done, gamma, lam)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_lambda_zero_is_one_step_q_learning_and_one_is_monte_carlo():
+    from ajax.returns import lambda_returns
+
+    rewards, next_values = jnp.asarray([1.0, 2.0, 3.0]), jnp.asarray([10.0, 20.0, 30.0])
+    never = jnp.zeros(3)
+    one_step = lambda_returns(rewards, next_values, never, never.astype(bool), 0.5, 0.0)
+    np.testing.assert_allclose(one_step, rewards + 0.5 * next_values)
+    full = lambda_returns(rewards, next_values, never, never.astype(bool), 0.5, 1.0)
+    np.testing.assert_allclose(
+        full, [1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 30, 2 + 0.5 * 3 + 0.25 * 30, 3 + 0.5 * 30]
+    )
+
+
+def test_soft_update():
+    from ajax.updates import soft_update
+
+    target, online = {"w": jnp.zeros(2)}, {"w": jnp.ones(2)}
+    np.testing.assert_allclose(soft_update(target, online, 0.1)["w"], [0.1, 0.1])
+    np.testing.assert_allclose(soft_update(target, online, 1.0)["w"], [1.0, 1.0])

@@ -2,17 +2,8 @@
 
 import pytest
 
-from ajax import PPO, LoggingConfig
-from ajax.agents.base import Agent
+from ajax import DQN, PPO, PQN, LoggingConfig
 from ajax.cli import main
-from ajax.envs import Discrete
-
-
-class _DiscreteOnly(Agent):
-    """An agent that, like DQN, handles only discrete actions."""
-
-    Config = PPO.Config
-    action_spaces = (Discrete,)
 
 
 @pytest.mark.parametrize(
@@ -41,8 +32,24 @@ class _DiscreteOnly(Agent):
             r"does not split into n_minibatches=4",
         ),
         (
-            lambda: _DiscreteOnly(env_id="Pendulum-v1"),
-            r"_DiscreteOnly supports Discrete action spaces, but gymnax/Pendulum-v1 has Box",
+            lambda: DQN(env_id="Pendulum-v1"),
+            r"DQN supports Discrete action spaces, but gymnax/Pendulum-v1 has Box",
+        ),
+        (
+            lambda: PQN(env_id="Pendulum-v1"),
+            r"PQN supports Discrete action spaces, but gymnax/Pendulum-v1 has Box",
+        ),
+        (
+            lambda: DQN(env_id="CartPole-v1", buffer_size=0),
+            r"buffer_size=0 is out of range: it must be >= 1",
+        ),
+        (
+            lambda: DQN(env_id="CartPole-v1", tau=0.0),
+            r"tau=0.0 is out of range: it must be > 0.0 and <= 1.0",
+        ),
+        (
+            lambda: PQN(env_id="CartPole-v1", n_envs=3, n_steps=5),
+            r"does not split into n_minibatches=16",
         ),
         (lambda: LoggingConfig(log_frequency=0), r"log_frequency must be a positive number"),
         (

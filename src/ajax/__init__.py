@@ -9,10 +9,20 @@ from ajax import _compile_cache
 
 _compile_cache.configure()
 
-from ajax.agents import AGENTS, PPO  # noqa: E402
+from ajax.agents import AGENTS, DQN, PPO, PQN  # noqa: E402
 from ajax.envs import make_env  # noqa: E402
 from ajax.logging import LoggingConfig  # noqa: E402
 from ajax.result import TrainResult, evaluate, load  # noqa: E402
 
-__all__ = ["AGENTS", "PPO", "LoggingConfig", "TrainResult", "evaluate", "load", "make_env"]
+__all__ = [
+    "AGENTS",
+    "DQN",
+    "PPO",
+    "PQN",
+    "LoggingConfig",
+    "TrainResult",
+    "evaluate",
+    "load",
+    "make_env",
+]
 __version__ = "0.1.0"

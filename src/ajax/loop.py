@@ -23,8 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ajax.buffers import ReplayBuffer
 from ajax.evaluation import build_env, run_episodes
 from ajax.logging import LoggingConfig, LogWriter, run_directory
+from ajax.memory import available_bytes, check_fits, human
 from ajax.result import TrainResult
 
 Progress = Callable[[int, int, dict[str, float]], None]
@@ -80,6 +82,31 @@ def plan_run(agent: Any, n_timesteps: int, logging_config: LoggingConfig | None)
     if logging_config is not None:
         per_segment = max(1, min(n_iterations, logging_config.log_frequency // per_iteration))
     return RunPlan(per_iteration, n_iterations, per_segment)
+
+
+def state_bytes(state_shape: Any) -> tuple[int, int]:
+    """Bytes of a (shape-only) state, and of the replay buffers within it."""
+    nbytes = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))  # noqa: E731
+    buffers = [
+        node
+        for node in jax.tree.leaves(state_shape, is_leaf=lambda n: isinstance(n, ReplayBuffer))
+        if isinstance(node, ReplayBuffer)
+    ]
+    return nbytes(state_shape), sum(nbytes(b) for b in buffers)
+
+
+def check_memory(state_shape: Any, n_seeds: int, available: int | None = None) -> None:
+    """Refuse, before compiling, a run whose state cannot fit the device's memory.
+
+    The estimate is the whole training state of every seed (parameters, optimiser states,
+    environment copies, replay buffers): the state is donated from one segment to the next,
+    so it is held once.
+    """
+    total, buffers = state_bytes(state_shape)
+    detail = f"{human(total / n_seeds)} per seed"
+    if buffers:
+        detail += f", of which {human(buffers / n_seeds)} replay buffer"
+    check_fits(total, n_seeds, detail, available_bytes() if available is None else available)
 
 
 def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callable:
@@ -165,8 +192,9 @@ def train(
     )
     keys = seed_keys(seeds)
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-    init_compiled = init.lower(keys).compile()
     state_shape = jax.eval_shape(init, keys)
+    check_memory(state_shape, len(seeds))
+    init_compiled = init.lower(keys).compile()
     segment_compiled = segment.lower(state_shape, jnp.int32(0), eval_keys).compile()
     compile_s = time.perf_counter() - start
 

@@ -34,3 +34,39 @@ def gae(
         backward, jnp.zeros_like(deltas[0]), (deltas, continues), reverse=True
     )
     return advantages, advantages + values
+
+
+def td_target(
+    reward: jax.Array, next_value: jax.Array, terminated: jax.Array, gamma: float
+) -> jax.Array:
+    """One-step TD target: ``r + gamma * V(s')``, with no bootstrap where the episode
+    terminated. Truncated transitions bootstrap, from their true final observation."""
+    return reward + gamma * (1.0 - terminated) * next_value
+
+
+def lambda_returns(
+    rewards: jax.Array,
+    next_values: jax.Array,
+    terminated: jax.Array,
+    done: jax.Array,
+    gamma: float,
+    lam: float,
+) -> jax.Array:
+    """Peng's Q(lambda)-style returns over a rollout [T, ...] (Gallici et al. 2025, eq. 5).
+
+    ``G_t = r_t + gamma * (1 - terminated_t) * ((1 - lam) * v'_t + lam * G_{t+1})`` where
+    ``v'_t`` is the value of step t's true next observation. Where an episode ended, the next
+    step belongs to another episode, so ``G_t`` bootstraps from ``v'_t`` alone; the rollout's
+    last step does too.
+    """
+
+    def backward(next_return, step):
+        reward, next_value, term, end = step
+        blend = jnp.where(end, next_value, (1.0 - lam) * next_value + lam * next_return)
+        ret = reward + gamma * (1.0 - term) * blend
+        return ret, ret
+
+    _, returns = jax.lax.scan(
+        backward, next_values[-1], (rewards, next_values, terminated, done), reverse=True
+    )
+    return returns

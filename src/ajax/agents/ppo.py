@@ -24,6 +24,7 @@ from ajax.acting import Transition, episode_metrics, step_env
 from ajax.agents.base import Agent, hyperparameter
 from ajax.envs import Box, Discrete, Env
 from ajax.envs.wrappers import NormalizeObservation, NormalizeReward
+from ajax.minibatches import check_minibatches, fit_minibatches
 from ajax.nn import MLP, Categorical, Normal
 from ajax.nn.mlp import flatten_obs
 from ajax.returns import gae
@@ -125,12 +126,7 @@ class PPO(Agent):
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
         c = self.config
-        batch = self.n_envs * c.n_steps
-        if batch % c.n_minibatches:
-            raise ValueError(
-                f"n_envs * n_steps = {batch} does not split into n_minibatches="
-                f"{c.n_minibatches} equal minibatches; pick n_minibatches dividing {batch}."
-            )
+        check_minibatches(self.n_envs, c.n_steps, c.n_minibatches)
         space = self.env.action_space
         if isinstance(space, Discrete):
             self.actor = _CategoricalActor(c.hidden_sizes, space.n, c.activation)
@@ -241,29 +237,21 @@ class PPO(Agent):
     def _update(self, state: PPOState, batch: tuple) -> tuple[PPOState, dict[str, jax.Array]]:
         """``n_epochs`` passes of ``n_minibatches`` shuffled minibatches over ``batch``."""
         c = self.config
-        size = self.steps_per_iteration
         lr = self._learning_rate(state)
 
-        def minibatch_step(carry, minibatch):
-            params, opt_state = carry
-            grads, metrics = jax.grad(self._loss, has_aux=True)(params, minibatch)
-            updates, opt_state = self._optimizer.update(grads, opt_state, params)
-            params = optax.apply_updates(params, jax.tree.map(lambda u: -lr * u, updates))
-            return (params, opt_state), metrics
-
-        def epoch(carry, key):
-            order = jax.random.permutation(key, size)
-            shuffled = jax.tree.map(lambda x: x[order], batch)
-            minibatches = jax.tree.map(
-                lambda x: x.reshape((c.n_minibatches, -1, *x.shape[1:])), shuffled
-            )
-            return jax.lax.scan(minibatch_step, carry, minibatches)
-
-        key, *epoch_keys = jax.random.split(state.key, c.n_epochs + 1)
-        (params, opt_state), metrics = jax.lax.scan(
-            epoch, (state.params, state.opt_state), jnp.stack(epoch_keys)
+        key, epochs_key = jax.random.split(state.key)
+        params, opt_state, metrics = fit_minibatches(
+            epochs_key,
+            state.params,
+            state.opt_state,
+            batch,
+            self._loss,
+            self._optimizer,
+            lr,
+            c.n_epochs,
+            c.n_minibatches,
         )
-        metrics = jax.tree.map(jnp.mean, metrics) | {"learning_rate": lr}
+        metrics = metrics | {"learning_rate": lr}
         return state.replace(params=params, opt_state=opt_state, key=key), metrics
 
     def iteration(self, state: PPOState, env: Env) -> tuple[PPOState, dict[str, jax.Array]]:

@@ -30,14 +30,19 @@ class MLP(nn.Module):
     out_dim: int
     activation: str = "tanh"
     out_gain: float = 1.0
+    #: LayerNorm before each hidden activation (PQN's normalisation, Gallici et al. 2025).
+    layer_norm: bool = False
+    #: Orthogonal weights as above; False keeps Flax's LeCun-normal default (purejaxql's).
+    orthogonal: bool = True
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
+        init = nn.initializers.orthogonal if self.orthogonal else None
         for size in self.hidden_sizes:
-            x = act(nn.Dense(size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
-        out = nn.Dense(self.out_dim, kernel_init=nn.initializers.orthogonal(self.out_gain))(x)
-        return out
+            x = nn.Dense(size, **({"kernel_init": init(np.sqrt(2))} if init else {}))(x)
+            x = act(nn.LayerNorm()(x) if self.layer_norm else x)
+        return nn.Dense(self.out_dim, **({"kernel_init": init(self.out_gain)} if init else {}))(x)
 
 
 def flatten_obs(obs: jax.Array, obs_ndim: int) -> jax.Array:

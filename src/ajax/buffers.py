@@ -1,0 +1,58 @@
+"""Replay memory that lives inside the scanned training state, one buffer per seed.
+
+A buffer is a pytree of arrays with ``capacity`` rows each (one row per transition), a write
+position and a fill count. ``add`` writes the batch of all copies' transitions of one step;
+``sample`` draws uniformly from what has been written. Because it is part of the state, it is
+vmapped with everything else: memory grows linearly with the number of seeds (docs/memory.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+
+@struct.dataclass
+class ReplayBuffer:
+    storage: Any
+    position: jax.Array
+    size: jax.Array
+
+    @property
+    def capacity(self) -> int:
+        return jax.tree.leaves(self.storage)[0].shape[0]
+
+    @classmethod
+    def create(cls, example: Any, capacity: int) -> ReplayBuffer:
+        """An empty buffer of ``capacity`` rows shaped like ``example`` (one transition)."""
+        storage = jax.tree.map(
+            lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.asarray(x).dtype), example
+        )
+        return cls(storage, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+
+    def add(self, batch: Any) -> ReplayBuffer:
+        """Write a batch of transitions (leading axis: one per environment copy)."""
+        count = jax.tree.leaves(batch)[0].shape[0]
+        rows = (self.position + jnp.arange(count)) % self.capacity
+        storage = jax.tree.map(lambda s, b: s.at[rows].set(b), self.storage, batch)
+        return ReplayBuffer(
+            storage,
+            (self.position + count) % self.capacity,
+            jnp.minimum(self.size + count, self.capacity),
+        )
+
+    def sample(self, key: jax.Array, batch_size: int) -> Any:
+        """``batch_size`` transitions drawn uniformly, with replacement, from the filled rows."""
+        rows = jax.random.randint(key, (batch_size,), 0, jnp.maximum(self.size, 1))
+        return jax.tree.map(lambda s: s[rows], self.storage)
+
+
+def transition_bytes(example: Any) -> int:
+    """Bytes one stored transition takes, for memory estimates."""
+    return sum(
+        int(np.prod(np.shape(x))) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(example)
+    )

@@ -1,0 +1,23 @@
+"""Small update rules shared by the agents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+
+def soft_update(target: Any, online: Any, tau: float) -> Any:
+    """Polyak averaging ``(1 - tau) * target + tau * online``; ``tau=1`` copies ``online``."""
+    return optax.incremental_update(online, target, tau)
+
+
+def select(condition: jax.Array, new: Any, old: Any) -> Any:
+    """``new`` where ``condition`` holds, else ``old``, leaf by leaf.
+
+    Under the vmap over seeds a ``lax.cond`` on per-seed state computes both branches anyway;
+    where both branches are computed in any case, this says so plainly.
+    """
+    return jax.tree.map(lambda n, o: jnp.where(condition, n, o), new, old)

@@ -1,0 +1,71 @@
+"""Replay memory, the memory estimate and the refusal of runs that cannot fit."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ajax import DQN
+from ajax.buffers import ReplayBuffer, transition_bytes
+from ajax.evaluation import build_env
+from ajax.loop import check_memory, seed_keys, state_bytes
+
+
+def _example():
+    return {"obs": jnp.zeros(3), "action": jnp.zeros((), jnp.int32)}
+
+
+def test_add_wraps_around_and_keeps_the_newest_rows():
+    buffer = ReplayBuffer.create(_example(), capacity=5)
+    for start in (0, 2, 4):
+        batch = {
+            "obs": jnp.arange(start, start + 2)[:, None] * jnp.ones(3),
+            "action": jnp.arange(start, start + 2),
+        }
+        buffer = buffer.add(batch)
+    assert int(buffer.size) == 5 and int(buffer.position) == 1
+    np.testing.assert_array_equal(buffer.storage["action"], [5, 1, 2, 3, 4])
+
+
+def test_sample_draws_only_filled_rows():
+    buffer = ReplayBuffer.create(_example(), capacity=100)
+    buffer = buffer.add({"obs": jnp.ones((3, 3)), "action": jnp.asarray([7, 8, 9])})
+    sample = buffer.sample(jax.random.PRNGKey(0), 500)
+    assert set(np.asarray(sample["action"]).tolist()) == {7, 8, 9}
+    assert sample["obs"].shape == (500, 3)
+
+
+def test_transition_bytes():
+    assert transition_bytes(_example()) == 3 * 4 + 4
+
+
+def _state_shape(agent, seeds):
+    env = build_env(agent, agent.n_envs)
+    return jax.eval_shape(jax.vmap(lambda k: agent.init(k, env, 1)), seed_keys(seeds))
+
+
+def test_memory_grows_with_seeds_and_buffer_size():
+    small = DQN(env_id="CartPole-v1", buffer_size=1_000)
+    large = DQN(env_id="CartPole-v1", buffer_size=101_000)
+    total_one, buffer_one = state_bytes(_state_shape(small, [0]))
+    total_four, buffer_four = state_bytes(_state_shape(small, [0, 1, 2, 3]))
+    assert buffer_four == 4 * buffer_one and total_four == 4 * total_one
+    # obs (4 floats) twice, action, reward and terminated: 44 bytes per transition.
+    _, buffer_large = state_bytes(_state_shape(large, [0]))
+    assert buffer_large - buffer_one == 100_000 * 44
+
+
+def test_a_run_that_cannot_fit_is_refused_with_the_estimate():
+    agent = DQN(env_id="CartPole-v1", buffer_size=1_000_000)
+    shape = _state_shape(agent, [0, 1])
+    with pytest.raises(MemoryError, match=r"needs about .*2 seeds x .* replay buffer.*buffer_size"):
+        check_memory(shape, 2, available=10_000_000)
+    check_memory(shape, 2, available=10**12)
+
+
+def test_train_refuses_before_compiling(monkeypatch):
+    import ajax.loop
+
+    monkeypatch.setattr(ajax.loop, "available_bytes", lambda: 1_000)
+    with pytest.raises(MemoryError, match="Lower buffer_size"):
+        DQN(env_id="CartPole-v1").train(seed=[0, 1], n_timesteps=1_000)
