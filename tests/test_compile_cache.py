@@ -106,16 +106,3 @@ def test_a_second_process_loads_the_logged_run_from_the_cache(tmp_path):
     assert second["hits"] >= 2 and second["hits"] >= first["hits"] + 2
     assert second["returns"] == first["returns"]
     assert second["compile_s"] < first["compile_s"]
-
-
-def test_import_turns_async_cpu_dispatch_off_unless_asked(monkeypatch):
-    from ajax import _runtime
-
-    assert jax.config.read("jax_cpu_enable_async_dispatch") is False
-    monkeypatch.setenv("AJAX_CPU_ASYNC_DISPATCH", "1")
-    try:
-        assert _runtime.configure_cpu_dispatch() is True
-        assert jax.config.read("jax_cpu_enable_async_dispatch") is True
-    finally:
-        monkeypatch.delenv("AJAX_CPU_ASYNC_DISPATCH")
-        _runtime.configure_cpu_dispatch()

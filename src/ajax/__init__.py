@@ -5,10 +5,9 @@ vmapped over seeds. Importing ajax points JAX's persistent compile cache at
 ``~/.cache/ajax/jax_compile_cache`` (see ``ajax._compile_cache``).
 """
 
-from ajax import _compile_cache, _runtime
+from ajax import _compile_cache
 
 _compile_cache.configure()
-_runtime.configure_cpu_dispatch()
 
 from ajax.agents import AGENTS, DQN, PPO, PQN  # noqa: E402
 from ajax.envs import make_env  # noqa: E402
