@@ -3,7 +3,9 @@
 With evaluation written as a data-dependent ``while_loop`` one execution eventually never
 completed (every XLA worker idle), in 4 tries of 4, whether async dispatch, donation,
 XNNPACK or multi-threaded Eigen were on or off. With the fixed-length evaluation loop all 40
-runs finish. Exits with a traceback if a run takes past 200 s."""
+runs finished, twice; the same stall was then seen once in a full test suite inside a
+training segment whose iteration count was a runtime argument, so segments now compile
+their length in too. Exits with a traceback if a run takes past 200 s."""
 
 import faulthandler
 import tempfile

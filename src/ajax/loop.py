@@ -1,10 +1,9 @@
 """The run: one compiled program per run, vmapped over seeds, executed in segments.
 
-``train`` validates its inputs, builds the environment copies, and compiles two programs once:
-``init`` (every seed's initial state) and ``segment`` (a loop of agent iterations, then, with
-a logging config, an evaluation). A segment's iteration count is an argument, not a constant,
-so one compiled segment serves the whole run, whatever the budget: the compile cache then
-serves reruns with another budget too. Each segment's state is donated to the next.
+``train`` validates its inputs, builds the environment copies, and compiles its programs once:
+``init`` (every seed's initial state) and ``segment`` (a scan of a fixed number of agent
+iterations, then, with a logging config, an evaluation); a last segment shorter than the others
+gets a program of its own. Each segment's state is donated to the next.
 
 With a logging config the run stops at every ``log_frequency`` boundary (rounded down to whole
 iterations); the segment's evaluation and training metrics come back to Python and go to the
@@ -109,19 +108,28 @@ def check_memory(state_shape: Any, n_seeds: int, available: int | None = None) -
     check_fits(total, n_seeds, detail, available_bytes() if available is None else available)
 
 
-def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callable:
-    """The per-seed segment: ``n_iterations`` agent iterations, then an optional evaluation."""
+def _segment_program(
+    agent: Any, train_env: Any, eval_env: Any | None, n_iterations: int
+) -> Callable:
+    """The per-seed segment: ``n_iterations`` agent iterations, then an optional evaluation.
 
-    def segment(state, n_iterations, eval_key):
+    The iteration count is compiled in, so every loop in the program has a trip count known
+    at compile time. With the count as a runtime argument (a while loop whose condition XLA
+    evaluates on each trip) runs on a 2-core CPU intermittently never finished: every XLA
+    worker idle, the caller waiting forever (benchmarks/stall_repro.py reproduced it with
+    a data-dependent evaluation loop).
+    """
+
+    def segment(state, eval_key):
         _, metric_shapes = jax.eval_shape(lambda s: agent.iteration(s, train_env), state)
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
 
-        def body(_, carry):
+        def body(carry, _):
             state, sums = carry
             state, metrics = agent.iteration(state, train_env)
-            return state, jax.tree.map(jnp.add, sums, metrics)
+            return (state, jax.tree.map(jnp.add, sums, metrics)), None
 
-        state, sums = jax.lax.fori_loop(0, n_iterations, body, (state, zeros))
+        (state, sums), _ = jax.lax.scan(body, (state, zeros), length=n_iterations)
         outputs = {"sums": sums}
         if eval_env is not None:
             returns, lengths = run_episodes(
@@ -186,16 +194,21 @@ def train(
 
     start = time.perf_counter()
     init = jax.jit(jax.vmap(lambda k: agent.init(k, train_env, plan.n_iterations)))
-    segment = jax.jit(
-        jax.vmap(_segment_program(agent, train_env, eval_env), in_axes=(0, None, 0)),
-        donate_argnums=0,
-    )
     keys = seed_keys(seeds)
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
     state_shape = jax.eval_shape(init, keys)
     check_memory(state_shape, len(seeds))
     init_compiled = init.lower(keys).compile()
-    segment_compiled = segment.lower(state_shape, jnp.int32(0), eval_keys).compile()
+    # One program per distinct segment length: the full segments share one, and a shorter
+    # last segment (a budget that is not a whole number of segments) gets its own.
+    segments = {
+        length: jax.jit(
+            jax.vmap(_segment_program(agent, train_env, eval_env, length)), donate_argnums=0
+        )
+        .lower(state_shape, eval_keys)
+        .compile()
+        for length in sorted(set(plan.segment_lengths))
+    }
     compile_s = time.perf_counter() - start
 
     run_config = {
@@ -237,7 +250,7 @@ def train(
         iterations_done = 0
         for index, length in enumerate(plan.segment_lengths):
             segment_keys = jax.vmap(lambda k, i=index: jax.random.fold_in(k, i))(eval_keys)
-            state, outputs = segment_compiled(state, jnp.int32(length), segment_keys)
+            state, outputs = segments[length](state, segment_keys)
             iterations_done += length
             # One segment in flight at a time: its few scalars are fetched before the next is
             # dispatched (the rows are written by the writer thread). Overlapping segments
