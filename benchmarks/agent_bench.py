@@ -46,6 +46,9 @@ TASKS: dict[str, tuple[str, dict]] = {
     "PPO": ("CartPole-v1", {}),
     "DQN": ("CartPole-v1", {"learning_starts": 1_000}),
     "PQN": ("CartPole-v1", {}),
+    "SAC": ("Pendulum-v1", {"learning_starts": 1_000}),
+    "TD3": ("Pendulum-v1", {"learning_starts": 1_000}),
+    "REDQ": ("Pendulum-v1", {"learning_starts": 1_000}),
 }
 
 
@@ -158,6 +161,30 @@ PEERS: dict[str, dict[str, tuple[Callable[[str], Callable], dict]]] = {
                 learning_rate=1e-4,
                 td_lambda=0.95,
                 gamma=0.99,
+            ),
+            {"hidden_sizes": (64, 64)},
+        ),
+        # rejax's SAC and TD3: 64x64 networks, one update per iteration, batches of 256.
+        "SAC": (
+            lambda env_id: _rejax(
+                "sac",
+                env_id,
+                buffer_size=1_000_000,
+                fill_buffer=1_000,
+                batch_size=256,
+                agent_kwargs={"activation": "relu"},
+            ),
+            {"hidden_sizes": (64, 64)},
+        ),
+        "TD3": (
+            lambda env_id: _rejax(
+                "td3",
+                env_id,
+                buffer_size=1_000_000,
+                fill_buffer=1_000,
+                batch_size=256,
+                actor_kwargs={"activation": "relu"},
+                critic_kwargs={"activation": "relu"},
             ),
             {"hidden_sizes": (64, 64)},
         ),

@@ -12,9 +12,15 @@ from ajax.envs import Box, Discrete, Env
 
 
 class _Probe(Env):
+    """``continuous=True`` gives the probe a one-dimensional action in ``[-1, 1]`` (for SAC,
+    TD3 and REDQ); the first three probes ignore the action either way."""
+
     observation_space = Box(-np.ones(1), np.ones(1), (1,))
-    action_space = Discrete(2)
     max_episode_steps = 10
+
+    def __init__(self, continuous: bool = False):
+        self.continuous = continuous
+        self.action_space = Box(-np.ones(1), np.ones(1), (1,)) if continuous else Discrete(2)
 
     def reset(self, key):
         obs = self._first_obs(key)
@@ -58,7 +64,13 @@ class TwoStep(_Probe):
 
 
 class ActionReward(_Probe):
-    """One step; action 1 earns +1 and action 0 earns -1: the policy must pick action 1."""
+    """One step; action 1 earns +1 and action 0 earns -1: the policy must pick action 1.
+    With continuous actions the reward is ``1 - 4 (a - 0.5)^2``: best at a = 0.5, inside the
+    bounds, so a policy pinned at a bound fails."""
 
     def _transition(self, obs, t, action):
-        return jnp.where(action == 1, 1.0, -1.0), jnp.asarray(True), obs
+        if self.continuous:
+            reward = 1.0 - 4.0 * (action[0] - 0.5) ** 2
+        else:
+            reward = jnp.where(action == 1, 1.0, -1.0)
+        return reward, jnp.asarray(True), obs

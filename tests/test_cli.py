@@ -50,7 +50,7 @@ def test_train_writes_a_complete_run_directory(tmp_path, capsys):
 def test_list_shows_agents_and_env_ids(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in ("PPO", "DQN", "PQN"))
+    assert all(name in out for name in ("PPO", "DQN", "PQN", "SAC", "TD3", "REDQ"))
     assert "gymnax/CartPole-v1" in out and "gymnax/Pendulum-v1" in out
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ajax import DQN, PPO, PQN, LoggingConfig
+from ajax import DQN, PPO, PQN, REDQ, SAC, TD3, LoggingConfig
 from ajax.cli import main
 
 
@@ -50,6 +50,18 @@ from ajax.cli import main
         (
             lambda: PQN(env_id="CartPole-v1", n_envs=3, n_steps=5),
             r"does not split into n_minibatches=16",
+        ),
+        (
+            lambda: SAC(env_id="CartPole-v1"),
+            r"SAC supports Box action spaces, but gymnax/CartPole-v1 has Discrete",
+        ),
+        (
+            lambda: REDQ(env_id="Pendulum-v1", n_target_critics=12),
+            r"n_target_critics=12 exceeds n_critics=10.*at most 10",
+        ),
+        (
+            lambda: TD3(env_id="Pendulum-v1", gradient_steps=3, policy_delay=2),
+            r"gradient_steps=3 and policy_delay=2: one must divide the other",
         ),
         (lambda: LoggingConfig(log_frequency=0), r"log_frequency must be a positive number"),
         (

@@ -9,7 +9,7 @@ from ajax import _compile_cache
 
 _compile_cache.configure()
 
-from ajax.agents import AGENTS, DQN, PPO, PQN  # noqa: E402
+from ajax.agents import AGENTS, DQN, PPO, PQN, REDQ, SAC, TD3  # noqa: E402
 from ajax.envs import make_env  # noqa: E402
 from ajax.logging import LoggingConfig  # noqa: E402
 from ajax.result import TrainResult, evaluate, load  # noqa: E402
@@ -19,6 +19,9 @@ __all__ = [
     "DQN",
     "PPO",
     "PQN",
+    "REDQ",
+    "SAC",
+    "TD3",
     "LoggingConfig",
     "TrainResult",
     "evaluate",

@@ -39,6 +39,23 @@ def step_env(
     return env_state, next_obs, transition
 
 
+def step_and_store(env: Env, state: Any, action: jax.Array, step_key: jax.Array, key: jax.Array):
+    """One step of every copy, stored in the replay agents' ``state.buffer``.
+
+    ``state`` has ``buffer``, ``env_state``, ``obs``, ``key`` and ``steps`` (environment steps
+    so far, over all copies); ``key`` becomes its new key. Returns the state and the
+    transition."""
+    env_state, next_obs, transition = step_env(env, step_key, state.env_state, state.obs, action)
+    state = state.replace(
+        buffer=state.buffer.add_transitions(transition),
+        env_state=env_state,
+        obs=next_obs,
+        key=key,
+        steps=state.steps + transition.reward.shape[0],
+    )
+    return state, transition
+
+
 def episode_metrics(transitions: Transition) -> dict[str, jax.Array]:
     """Sums over the episodes that ended in ``transitions`` (any leading axes)."""
     done = transitions.done

@@ -34,6 +34,32 @@ class ReplayBuffer:
         )
         return cls(storage, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
+    @classmethod
+    def for_transitions(cls, obs: jax.Array, action: jax.Array, capacity: int) -> ReplayBuffer:
+        """An empty buffer for the transitions of a task whose one-copy observation and
+        action look like ``obs`` and ``action``: what :meth:`add_transitions` stores."""
+        example = {
+            "obs": obs,
+            "action": action,
+            "reward": jnp.zeros(()),
+            "terminated": jnp.zeros(()),
+            "next_obs": obs,
+        }
+        return cls.create(example, capacity)
+
+    def add_transitions(self, transition: Any) -> ReplayBuffer:
+        """Store one step of every copy (an :class:`ajax.acting.Transition`): what a
+        one-step target needs, with the true next observation where an episode ended."""
+        return self.add(
+            {
+                "obs": transition.obs,
+                "action": transition.action,
+                "reward": transition.reward,
+                "terminated": transition.terminated.astype(jnp.float32),
+                "next_obs": transition.next_obs,
+            }
+        )
+
     def add(self, batch: Any) -> ReplayBuffer:
         """Write a batch of transitions (leading axis: one per environment copy)."""
         count = jax.tree.leaves(batch)[0].shape[0]

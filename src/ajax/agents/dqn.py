@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from ajax.acting import episode_metrics, step_env
+from ajax.acting import episode_metrics, step_and_store
 from ajax.agents.base import hyperparameter
 from ajax.agents.q_learning import QLearningAgent
 from ajax.buffers import ReplayBuffer
@@ -119,18 +119,13 @@ class DQN(QLearningAgent):
         net_key, env_key, key = jax.random.split(key, 3)
         env_state, obs = env.reset(env_key)
         params = self._init_network(net_key, obs)
-        example = {
-            "obs": obs[0],
-            "action": jnp.zeros((), jnp.int32),
-            "reward": jnp.zeros(()),
-            "terminated": jnp.zeros(()),
-            "next_obs": obs[0],
-        }
         return DQNState(
             params=params,
             target_params=params,
             opt_state=self._optimizer.init(params),
-            buffer=ReplayBuffer.create(example, self.config.buffer_size),
+            buffer=ReplayBuffer.for_transitions(
+                obs[0], jnp.zeros((), jnp.int32), self.config.buffer_size
+            ),
             env_state=env_state,
             obs=obs,
             key=key,
@@ -150,24 +145,7 @@ class DQN(QLearningAgent):
             key, act_key, step_key = jax.random.split(state.key, 3)
             q = self.q_values(state.params, state.obs)
             action = epsilon_greedy(act_key, q, self._epsilon(state))
-            env_state, next_obs, transition = step_env(
-                env, step_key, state.env_state, state.obs, action
-            )
-            stored = {
-                "obs": transition.obs,
-                "action": action,
-                "reward": transition.reward,
-                "terminated": transition.terminated.astype(jnp.float32),
-                "next_obs": transition.next_obs,
-            }
-            state = state.replace(
-                buffer=state.buffer.add(stored),
-                env_state=env_state,
-                obs=next_obs,
-                key=key,
-                steps=state.steps + self.n_envs,
-            )
-            return state, transition
+            return step_and_store(env, state, action, step_key, key)
 
         return jax.lax.scan(one_step, state, length=self.config.train_frequency)
 

@@ -1,4 +1,4 @@
-"""The two action distributions the policy-gradient agents need, as small pure pytrees."""
+"""The action distributions the agents need, as small pure pytrees."""
 
 from __future__ import annotations
 
@@ -49,3 +49,23 @@ class Normal:
 
     def entropy(self) -> jax.Array:
         return jnp.sum(self.log_std + 0.5 * math.log(2 * math.pi * math.e), axis=-1)
+
+
+@struct.dataclass
+class TanhNormal:
+    """A diagonal Gaussian squashed by ``tanh`` into ``(-1, 1)``: SAC's policy (Haarnoja et al.
+    2018, appendix C). Log-probabilities include the change-of-variables term."""
+
+    mean: jax.Array
+    log_std: jax.Array
+
+    def sample_and_log_prob(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """A reparameterised sample and its log-probability, summed over the last axis."""
+        gaussian = Normal(self.mean, self.log_std)
+        pre_tanh = gaussian.sample(key)
+        # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.
+        log_det = 2.0 * (math.log(2.0) - pre_tanh - jax.nn.softplus(-2.0 * pre_tanh))
+        return jnp.tanh(pre_tanh), gaussian.log_prob(pre_tanh) - log_det.sum(-1)
+
+    def mode(self) -> jax.Array:
+        return jnp.tanh(self.mean)

@@ -1,0 +1,297 @@
+"""What the continuous-action off-policy agents (SAC, TD3, REDQ) share: the replay buffer,
+uniform random actions until ``learning_starts``, a critic ensemble with Polyak-averaged
+targets, and the schedule of critic and actor updates.
+
+An iteration takes one step in each of the ``n_envs`` copies, stores the transitions, then
+makes ``gradient_steps`` critic updates and one actor update per ``policy_delay`` critic
+updates. With ``n_envs`` copies the updates still happen once per iteration, so there are
+``gradient_steps / n_envs`` updates per environment step (docs/training.md).
+
+Subclasses give the actor (:meth:`_init_actor`, :meth:`_explore`, :meth:`act`), the critics'
+bootstrap value (:meth:`_next_value`) and the actor's update (:meth:`_actor_loss`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from ajax.acting import episode_metrics, step_and_store
+from ajax.agents.base import Agent, hyperparameter
+from ajax.buffers import ReplayBuffer
+from ajax.critics import QEnsemble
+from ajax.envs import Box, Env
+from ajax.nn.mlp import flatten_obs
+from ajax.returns import td_target
+from ajax.updates import select, soft_update
+
+
+@dataclass(frozen=True)
+class OffPolicyConfig:
+    """Hyperparameters every continuous-action off-policy agent has. Defaults are SAC's
+    (Haarnoja et al. 2018b, "Soft Actor-Critic Algorithms and Applications", table 1) unless a
+    subclass says otherwise."""
+
+    learning_rate: float = hyperparameter(
+        3e-4, "Adam step size of every network; SAC paper.", low=0.0, low_open=True
+    )
+    buffer_size: int = hyperparameter(
+        1_000_000, "replay capacity in transitions per seed; SAC paper.", low=1
+    )
+    learning_starts: int = hyperparameter(
+        10_000,
+        "steps of uniform random actions before updates begin; Ajax's performance page.",
+        low=0,
+    )
+    batch_size: int = hyperparameter(256, "minibatch size; SAC paper.", low=1)
+    gamma: float = hyperparameter(0.99, "discount; SAC paper.", low=0.0, high=1.0)
+    tau: float = hyperparameter(
+        0.005, "Polyak rate of the target critics; SAC paper.", low=0.0, high=1.0, low_open=True
+    )
+    gradient_steps: int = hyperparameter(
+        1, "critic updates per iteration; SAC paper (one per environment step).", low=1
+    )
+    policy_delay: int = hyperparameter(
+        1, "critic updates per actor update; SAC paper (every step).", low=1
+    )
+    n_critics: int = hyperparameter(
+        2, "critics in the ensemble; SAC paper (two, clipped double Q).", low=1
+    )
+    hidden_sizes: tuple[int, ...] = hyperparameter(
+        (256, 256), "hidden layers of the actor and of each critic; SAC paper."
+    )
+    activation: str = hyperparameter("relu", "hidden activation; SAC paper.")
+
+
+@struct.dataclass
+class Learner:
+    """What the updates change: networks, targets, optimiser states and the update count."""
+
+    params: dict[str, Any]
+    target_params: dict[str, Any]
+    opt_state: dict[str, Any]
+    updates: jax.Array
+
+
+@struct.dataclass
+class OffPolicyState:
+    learner: Learner
+    buffer: ReplayBuffer
+    env_state: Any
+    obs: jax.Array
+    key: jax.Array
+    steps: jax.Array
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.learner.params
+
+
+class OffPolicyAgent(Agent):
+    """Base of SAC, TD3 and REDQ."""
+
+    action_spaces = (Box,)
+    default_n_envs = 1
+    #: Whether the target networks follow after each actor update (TD3) rather than after
+    #: each critic update (SAC, REDQ).
+    targets_follow_actor: bool = False
+
+    def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
+        super().__init__(env_id, n_envs, env_params, **hyperparameters)
+        c = self.config
+        steps, delay = c.gradient_steps, c.policy_delay
+        if steps % delay and delay % steps:
+            raise ValueError(
+                f"gradient_steps={steps} and policy_delay={delay}: one must divide the other, "
+                "so that actor updates fall on a fixed schedule of iterations. Try "
+                f"policy_delay={steps} or policy_delay=1."
+            )
+        self._obs_ndim = len(self.env.observation_space.shape)
+        self._action_dim = int(jnp.prod(jnp.asarray(self.env.action_space.shape)))
+        self.critic = QEnsemble(c.hidden_sizes, c.activation, c.n_critics)
+        self._optimizer = optax.adam(c.learning_rate)
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.n_envs
+
+    # What a subclass provides.
+
+    def _init_actor(self, key: jax.Array, obs: jax.Array) -> dict[str, Any]:
+        """The actor's trainable parameters (a dict with an "actor" entry, plus any others)."""
+        raise NotImplementedError
+
+    def _explore(self, params: dict[str, Any], obs: jax.Array, key: jax.Array) -> jax.Array:
+        """Actions in ``[-1, 1]`` for collecting experience after ``learning_starts``."""
+        raise NotImplementedError
+
+    def _next_value(
+        self, learner: Learner, next_obs: jax.Array, key: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
+        """The bootstrap value of ``next_obs`` and the target ensemble's Q-values there."""
+        raise NotImplementedError
+
+    def _actor_loss(
+        self, actor_params: dict[str, Any], learner: Learner, obs: jax.Array, key: jax.Array
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        raise NotImplementedError
+
+    def _after_actor(
+        self, learner: Learner, aux: dict[str, jax.Array]
+    ) -> tuple[Learner, dict[str, jax.Array]]:
+        """Anything updated together with the actor (SAC's temperature)."""
+        return learner, {}
+
+    # Shared machinery.
+
+    def _flat(self, obs: jax.Array) -> jax.Array:
+        return flatten_obs(obs, self._obs_ndim)
+
+    def q_values(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
+        """Every critic's ``Q(obs, action)``: ``[n_critics, ...]``, for actions flat or in the
+        environment's shape."""
+        action = action.reshape(*obs.shape[: obs.ndim - self._obs_ndim], self._action_dim)
+        return self.critic.apply(critic_params, self._flat(obs), action)
+
+    def _target_names(self) -> tuple[str, ...]:
+        return ("critic", "actor") if self.targets_follow_actor else ("critic",)
+
+    def init(self, key: jax.Array, env: Env, total_iterations: int) -> OffPolicyState:
+        actor_key, critic_key, env_key, key = jax.random.split(key, 4)
+        env_state, obs = env.reset(env_key)
+        action = jnp.zeros((obs.shape[0], *self.env.action_space.shape))
+        params = self._init_actor(actor_key, self._flat(obs))
+        flat_action = action.reshape(obs.shape[0], self._action_dim)
+        params["critic"] = self.critic.init(critic_key, self._flat(obs), flat_action)
+        learner = Learner(
+            params=params,
+            target_params={name: params[name] for name in self._target_names()},
+            opt_state={name: self._optimizer.init(p) for name, p in params.items()},
+            updates=jnp.zeros((), jnp.int32),
+        )
+        return OffPolicyState(
+            learner=learner,
+            buffer=ReplayBuffer.for_transitions(obs[0], action[0], self.config.buffer_size),
+            env_state=env_state,
+            obs=obs,
+            key=key,
+            steps=jnp.zeros((), jnp.int32),
+        )
+
+    def _apply(self, learner: Learner, name: str, grads: Any) -> Learner:
+        """One Adam step on ``learner.params[name]``."""
+        step, opt_state = self._optimizer.update(
+            grads, learner.opt_state[name], learner.params[name]
+        )
+        return learner.replace(
+            params=learner.params | {name: optax.apply_updates(learner.params[name], step)},
+            opt_state=learner.opt_state | {name: opt_state},
+        )
+
+    def _follow_targets(self, learner: Learner) -> Learner:
+        targets = {
+            name: soft_update(learner.target_params[name], learner.params[name], self.config.tau)
+            for name in learner.target_params
+        }
+        return learner.replace(target_params=targets)
+
+    def _collect(self, state: OffPolicyState, env: Env):
+        key, act_key, random_key, step_key = jax.random.split(state.key, 4)
+        random_action = jax.random.uniform(
+            random_key, (self.n_envs, self._action_dim), minval=-1.0, maxval=1.0
+        )
+        action = jnp.where(
+            state.steps < self.config.learning_starts,
+            random_action,
+            self._explore(state.params, state.obs, act_key),
+        )
+        return step_and_store(env, state, self._env_action(action, state.obs), step_key, key)
+
+    def _env_action(self, action: jax.Array, obs: jax.Array) -> jax.Array:
+        """Flat actions ``[..., action_dim]`` in the environment's action shape."""
+        return action.reshape(obs.shape[: obs.ndim - self._obs_ndim] + self.env.action_space.shape)
+
+    def _critic_update(
+        self, learner: Learner, batch: dict[str, jax.Array], key: jax.Array
+    ) -> tuple[Learner, dict[str, jax.Array]]:
+        c = self.config
+        next_value, _ = self._next_value(learner, batch["next_obs"], key)
+        target = td_target(batch["reward"], next_value, batch["terminated"], c.gamma)
+        target = jax.lax.stop_gradient(target)
+
+        def loss_fn(critic_params):
+            q = self.q_values(critic_params, batch["obs"], batch["action"])
+            # Half the squared error, summed over critics and averaged over the batch (SB3).
+            return 0.5 * ((q - target) ** 2).mean(axis=-1).sum(), q.mean()
+
+        (loss, q), grads = jax.value_and_grad(loss_fn, has_aux=True)(learner.params["critic"])
+        learner = self._apply(learner, "critic", grads)
+        learner = learner.replace(updates=learner.updates + 1)
+        if not self.targets_follow_actor:
+            learner = self._follow_targets(learner)
+        return learner, {"critic_loss": loss, "q_value": q}
+
+    def _actor_update(
+        self, learner: Learner, obs: jax.Array, key: jax.Array
+    ) -> tuple[Learner, dict[str, jax.Array]]:
+        (loss, aux), grads = jax.value_and_grad(self._actor_loss, has_aux=True)(
+            learner.params["actor"], learner, obs, key
+        )
+        learner = self._apply(learner, "actor", grads)
+        learner, metrics = self._after_actor(learner, aux)
+        if self.targets_follow_actor:
+            learner = self._follow_targets(learner)
+        return learner, {"actor_loss": loss} | metrics
+
+    def _train(
+        self, learner: Learner, buffer: ReplayBuffer, key: jax.Array
+    ) -> tuple[Learner, dict[str, jax.Array]]:
+        """``gradient_steps`` critic updates and the actor updates that fall among them.
+
+        The updates run in blocks of ``min(gradient_steps, policy_delay)`` critic updates,
+        each followed by an actor update. Where ``policy_delay`` exceeds ``gradient_steps``
+        (TD3: one critic update per iteration, the actor every second) the actor's update is
+        kept only on iterations where the count of critic updates reaches a multiple of
+        ``policy_delay``.
+        """
+        c = self.config
+        per_block = min(c.gradient_steps, c.policy_delay)
+
+        def critic_step(learner, key):
+            sample_key, target_key = jax.random.split(key)
+            batch = buffer.sample(sample_key, c.batch_size)
+            return self._critic_update(learner, batch, target_key)
+
+        def block(learner, key):
+            critic_keys, sample_key, actor_key = jax.random.split(key, 3)
+            learner, critic_metrics = jax.lax.scan(
+                critic_step, learner, jax.random.split(critic_keys, per_block)
+            )
+            obs = buffer.sample(sample_key, c.batch_size)["obs"]
+            updated, actor_metrics = self._actor_update(learner, obs, actor_key)
+            if c.policy_delay > per_block:
+                updated = select(learner.updates % c.policy_delay == 0, updated, learner)
+            return updated, jax.tree.map(jnp.mean, critic_metrics) | actor_metrics
+
+        learner, metrics = jax.lax.scan(
+            block, learner, jax.random.split(key, c.gradient_steps // per_block)
+        )
+        return learner, jax.tree.map(jnp.mean, metrics)
+
+    def iteration(
+        self, state: OffPolicyState, env: Env
+    ) -> tuple[OffPolicyState, dict[str, jax.Array]]:
+        state, transition = self._collect(state, env)
+        key, train_key = jax.random.split(state.key)
+        learner, metrics = self._train(state.learner, state.buffer, train_key)
+        # Before learning_starts the updates are computed and dropped: under the vmap over
+        # seeds a cond would compute both branches anyway (see ajax.updates.select).
+        learning = state.steps >= self.config.learning_starts
+        learner = select(learning, learner, state.learner)
+        state = state.replace(learner=learner, key=key)
+        return state, metrics | episode_metrics(transition)

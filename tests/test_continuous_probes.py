@@ -1,0 +1,72 @@
+"""SAC, TD3 and REDQ on the probe environments with a continuous action: the critics must
+come out as the probes dictate, and the policy must find the rewarded action."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ajax import REDQ, SAC, TD3
+
+from .probes import ActionReward, ConstantReward, ObservationReward, TwoStep
+
+# Small networks, a larger step size and faster targets: the probes are tiny problems.
+SMALL = dict(
+    hidden_sizes=(64, 64),
+    learning_rate=1e-3,
+    batch_size=64,
+    buffer_size=1024,
+    learning_starts=128,
+    tau=0.02,
+)
+# The value probes fix a negligible temperature, so SAC's and REDQ's soft values (which add
+# the policy's entropy) equal the plain values the probes define.
+NO_ENTROPY = dict(autotune_alpha=False, initial_alpha=1e-4)
+AGENTS = {"SAC": SAC, "TD3": TD3, "REDQ": REDQ}
+# REDQ makes 20 updates of 10 critics per step, so it needs (and gets) fewer steps.
+STEPS = {"SAC": 1024, "TD3": 1024, "REDQ": 512}
+
+
+def _train(name, env, gamma=0.99, value_probe=True):
+    extra = NO_ENTROPY if value_probe and name != "TD3" else {}
+    agent = AGENTS[name](env_id=env, n_envs=2, gamma=gamma, **SMALL, **extra)
+    return agent, agent.train(seed=[0, 1], n_timesteps=STEPS[name]).state.params
+
+
+def _q(agent, params, obs, action):
+    obs, action = jnp.asarray(obs, jnp.float32), jnp.asarray(action, jnp.float32)
+    # [seeds, critics, len(obs)]
+    return np.asarray(jax.vmap(lambda p: agent.q_values(p["critic"], obs, action))(params))
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_critics_learn_a_constant_reward(name):
+    agent, params = _train(name, ConstantReward(continuous=True))
+    np.testing.assert_allclose(_q(agent, params, [[1.0]] * 3, [[-0.8], [0.0], [0.8]]), 1, atol=0.1)
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_critics_read_the_observation(name):
+    agent, params = _train(name, ObservationReward(continuous=True))
+    q = _q(agent, params, [[1.0], [-1.0]], [[0.3], [0.3]])
+    np.testing.assert_allclose(q[..., 0], 1.0, atol=0.1)
+    np.testing.assert_allclose(q[..., 1], -1.0, atol=0.1)
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_critics_discount_over_two_steps(name):
+    agent, params = _train(name, TwoStep(continuous=True), gamma=0.5)
+    q = _q(agent, params, [[1.0], [-1.0]], [[0.0], [0.0]])
+    np.testing.assert_allclose(q[..., 0], 0.5, atol=0.1)
+    np.testing.assert_allclose(q[..., 1], 1.0, atol=0.1)
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_policy_finds_the_rewarded_action(name):
+    agent, params = _train(name, ActionReward(continuous=True), value_probe=False)
+    obs = jnp.ones((1, 1))
+    action = jax.vmap(lambda p: agent.act(p, obs, jax.random.key(0), deterministic=True))(params)
+    np.testing.assert_allclose(np.asarray(action)[..., 0], 0.5, atol=0.1)
+    q = _q(agent, params, [[1.0], [1.0]], [[0.5], [-0.5]])
+    np.testing.assert_allclose(q[..., 0], 1.0, atol=0.15)
+    np.testing.assert_allclose(q[..., 1], -3.0, atol=0.3)
