@@ -24,7 +24,7 @@ SMALL = dict(
 NO_ENTROPY = dict(autotune_alpha=False, initial_alpha=1e-4)
 AGENTS = {"SAC": SAC, "TD3": TD3, "REDQ": REDQ}
 # REDQ makes 20 updates of 10 critics per step, so it needs (and gets) fewer steps.
-STEPS = {"SAC": 1024, "TD3": 1024, "REDQ": 512}
+STEPS = {"SAC": 1024, "TD3": 1024, "REDQ": 384}
 
 
 def _train(name, env, gamma=0.99, value_probe=True):
