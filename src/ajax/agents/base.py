@@ -17,6 +17,7 @@ An agent provides:
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import difflib
 import math
@@ -25,6 +26,7 @@ from typing import Any, ClassVar
 import jax
 
 from ajax.envs import Box, Discrete, Env, make_env
+from ajax.nn.mlp import flatten_obs
 
 
 def hyperparameter(
@@ -79,7 +81,7 @@ def validate_config(config: Any) -> None:
                 )
 
 
-class Agent:
+class Agent(abc.ABC):
     """Base class of the agents: environment, copies and validated hyperparameters."""
 
     Config: ClassVar[type]
@@ -114,6 +116,7 @@ class Agent:
         self.env = make_env(env_id, **(env_params or {}))
         self.env_params = dict(env_params or {})
         self.n_envs = n_envs
+        self._obs_ndim = len(self.env.observation_space.shape)
         if not isinstance(self.env.action_space, self.action_spaces):
             supported = ", ".join(t.__name__ for t in self.action_spaces)
             raise ValueError(
@@ -142,14 +145,25 @@ class Agent:
     def wrap_env(self, env: Env) -> Env:
         return env
 
+    def _flat(self, obs: jax.Array) -> jax.Array:
+        """Observations with their own axes merged into one feature axis, for an MLP."""
+        return flatten_obs(obs, self._obs_ndim)
+
+    def _env_action(self, action: jax.Array, obs: jax.Array) -> jax.Array:
+        """Actions for a batch of ``obs``, reshaped to the environment's action shape."""
+        return action.reshape(obs.shape[: obs.ndim - self._obs_ndim] + self.env.action_space.shape)
+
+    @abc.abstractmethod
     def init(self, key: jax.Array, env: Env, total_iterations: int) -> Any:
-        raise NotImplementedError(f"{self.name} must implement init")
+        """Every trainable and environment state of one seed."""
 
+    @abc.abstractmethod
     def iteration(self, state: Any, env: Env) -> tuple[Any, dict[str, jax.Array]]:
-        raise NotImplementedError(f"{self.name} must implement iteration")
+        """Collect, then update; returns the state and scalar metrics."""
 
+    @abc.abstractmethod
     def act(self, params: Any, obs: jax.Array, key: jax.Array, deterministic: bool) -> jax.Array:
-        raise NotImplementedError(f"{self.name} must implement act")
+        """The policy's action at ``obs``, in the environment's action shape."""
 
     def hyperparameters(self) -> dict[str, Any]:
         return dataclasses.asdict(self.config)

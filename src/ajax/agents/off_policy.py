@@ -13,6 +13,7 @@ bootstrap value (:meth:`_next_value`) and the actor's update (:meth:`_actor_loss
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,6 @@ from ajax.agents.base import Agent, hyperparameter
 from ajax.buffers import ReplayBuffer
 from ajax.critics import QEnsemble
 from ajax.envs import Box, Env
-from ajax.nn.mlp import flatten_obs
 from ajax.returns import td_target
 from ajax.updates import select, soft_update
 
@@ -111,7 +111,6 @@ class OffPolicyAgent(Agent):
                 "so that actor updates fall on a fixed schedule of iterations. Try "
                 f"policy_delay={steps} or policy_delay=1."
             )
-        self._obs_ndim = len(self.env.observation_space.shape)
         self._action_dim = int(jnp.prod(jnp.asarray(self.env.action_space.shape)))
         self.critic = QEnsemble(c.hidden_sizes, c.activation, c.n_critics)
         self._optimizer = optax.adam(c.learning_rate)
@@ -122,24 +121,25 @@ class OffPolicyAgent(Agent):
 
     # What a subclass provides.
 
+    @abc.abstractmethod
     def _init_actor(self, key: jax.Array, obs: jax.Array) -> dict[str, Any]:
         """The actor's trainable parameters (a dict with an "actor" entry, plus any others)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _explore(self, params: dict[str, Any], obs: jax.Array, key: jax.Array) -> jax.Array:
         """Actions in ``[-1, 1]`` for collecting experience after ``learning_starts``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _next_value(
         self, learner: Learner, next_obs: jax.Array, key: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
         """The bootstrap value of ``next_obs`` and the target ensemble's Q-values there."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _actor_loss(
         self, actor_params: dict[str, Any], learner: Learner, obs: jax.Array, key: jax.Array
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
-        raise NotImplementedError
+        """The actor's loss at ``obs`` and what the update after it needs (``_after_actor``)."""
 
     def _after_actor(
         self, learner: Learner, aux: dict[str, jax.Array]
@@ -148,9 +148,6 @@ class OffPolicyAgent(Agent):
         return learner, {}
 
     # Shared machinery.
-
-    def _flat(self, obs: jax.Array) -> jax.Array:
-        return flatten_obs(obs, self._obs_ndim)
 
     def q_values(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
         """Every critic's ``Q(obs, action)``: ``[n_critics, ...]``, for actions flat or in the
@@ -211,10 +208,6 @@ class OffPolicyAgent(Agent):
             self._explore(state.params, state.obs, act_key),
         )
         return step_and_store(env, state, self._env_action(action, state.obs), step_key, key)
-
-    def _env_action(self, action: jax.Array, obs: jax.Array) -> jax.Array:
-        """Flat actions ``[..., action_dim]`` in the environment's action shape."""
-        return action.reshape(obs.shape[: obs.ndim - self._obs_ndim] + self.env.action_space.shape)
 
     def _critic_update(
         self, learner: Learner, batch: dict[str, jax.Array], key: jax.Array

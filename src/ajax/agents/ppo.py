@@ -26,7 +26,6 @@ from ajax.envs import Box, Discrete, Env
 from ajax.envs.wrappers import NormalizeObservation, NormalizeReward
 from ajax.minibatches import check_minibatches, fit_minibatches
 from ajax.nn import MLP, Categorical, Normal
-from ajax.nn.mlp import flatten_obs
 from ajax.returns import gae
 
 
@@ -134,7 +133,6 @@ class PPO(Agent):
             dim = int(jnp.prod(jnp.asarray(space.shape)))
             self.actor = _GaussianActor(c.hidden_sizes, dim, c.activation, c.init_log_std)
         self.critic = MLP(c.hidden_sizes, 1, c.activation, out_gain=1.0)
-        self._obs_ndim = len(self.env.observation_space.shape)
         self._optimizer = optax.chain(
             optax.clip_by_global_norm(c.max_grad_norm), optax.scale_by_adam(eps=1e-5)
         )
@@ -153,21 +151,21 @@ class PPO(Agent):
     def policy(self, params: dict[str, Any], obs: jax.Array) -> Categorical | Normal:
         """The action distribution at ``obs`` (in the agent's action space, ``[-1, 1]`` for
         continuous actions)."""
-        return self.actor.apply(params["actor"], flatten_obs(obs, self._obs_ndim))
+        return self.actor.apply(params["actor"], self._flat(obs))
 
     def value(self, params: dict[str, Any], obs: jax.Array) -> jax.Array:
         """The critic's estimate of the discounted return from ``obs``."""
-        return self.critic.apply(params["critic"], flatten_obs(obs, self._obs_ndim))[..., 0]
+        return self.critic.apply(params["critic"], self._flat(obs))[..., 0]
 
     def act(self, params, obs, key, deterministic):
         dist = self.policy(params, obs)
         action = dist.mode() if deterministic else dist.sample(key)
-        return action.reshape(obs.shape[: obs.ndim - self._obs_ndim] + self.env.action_space.shape)
+        return self._env_action(action, obs)
 
     def init(self, key: jax.Array, env: Env, total_iterations: int) -> PPOState:
         actor_key, critic_key, env_key, key = jax.random.split(key, 4)
         env_state, obs = env.reset(env_key)
-        flat = flatten_obs(obs, self._obs_ndim)
+        flat = self._flat(obs)
         params = {
             "actor": self.actor.init(actor_key, flat),
             "critic": self.critic.init(critic_key, flat),

@@ -11,7 +11,6 @@ from ajax.agents.base import Agent
 from ajax.envs import Discrete
 from ajax.exploration import epsilon_greedy
 from ajax.nn import MLP
-from ajax.nn.mlp import flatten_obs
 
 
 class QLearningAgent(Agent):
@@ -26,15 +25,14 @@ class QLearningAgent(Agent):
     def _build_network(self, **mlp_options: Any) -> None:
         c = self.config
         self.network = MLP(c.hidden_sizes, self.env.action_space.n, c.activation, **mlp_options)
-        self._obs_ndim = len(self.env.observation_space.shape)
 
     def q_values(self, params: Any, obs: jax.Array) -> jax.Array:
         """Q(obs, a) for every action a: [..., actions]."""
-        return self.network.apply(params, flatten_obs(obs, self._obs_ndim))
+        return self.network.apply(params, self._flat(obs))
 
     def act(self, params, obs, key, deterministic):
         epsilon = 0.0 if deterministic else self.config.final_epsilon
         return epsilon_greedy(key, self.q_values(params, obs), epsilon)
 
     def _init_network(self, key: jax.Array, obs: jax.Array) -> Any:
-        return self.network.init(key, flatten_obs(obs, self._obs_ndim))
+        return self.network.init(key, self._flat(obs))
