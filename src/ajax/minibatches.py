@@ -11,21 +11,20 @@ import optax
 
 
 def fit_minibatches(
-    key: jax.Array,
-    params: Any,
-    opt_state: optax.OptState,
+    state: Any,
     batch: Any,
     loss: Callable[[Any, Any], tuple[jax.Array, dict[str, jax.Array]]],
     optimizer: optax.GradientTransformation,
     learning_rate: jax.Array,
     n_epochs: int,
     n_minibatches: int,
-) -> tuple[Any, optax.OptState, dict[str, jax.Array]]:
+) -> tuple[Any, dict[str, jax.Array]]:
     """``n_epochs`` passes over ``batch`` (leaves with a common leading axis), each shuffled
     and cut into ``n_minibatches`` equal minibatches, one gradient step on ``loss`` per
     minibatch. ``optimizer`` gives the direction and ``learning_rate`` the (possibly
-    annealed) step size. Returns the parameters, the optimiser state and the mean of the
-    loss's metrics."""
+    annealed) step size. ``state`` has ``params``, ``opt_state`` and ``key`` fields; returns it
+    with all three moved on, and the mean of the loss's metrics."""
+    key, epochs_key = jax.random.split(state.key)
     size = jax.tree.leaves(batch)[0].shape[0]
 
     def step(carry, minibatch):
@@ -43,9 +42,10 @@ def fit_minibatches(
         return jax.lax.scan(step, carry, minibatches)
 
     (params, opt_state), metrics = jax.lax.scan(
-        epoch, (params, opt_state), jax.random.split(key, n_epochs)
+        epoch, (state.params, state.opt_state), jax.random.split(epochs_key, n_epochs)
     )
-    return params, opt_state, jax.tree.map(jnp.mean, metrics)
+    state = state.replace(params=params, opt_state=opt_state, key=key)
+    return state, jax.tree.map(jnp.mean, metrics)
 
 
 def check_minibatches(n_envs: int, n_steps: int, n_minibatches: int) -> None:
@@ -57,3 +57,8 @@ def check_minibatches(n_envs: int, n_steps: int, n_minibatches: int) -> None:
             f"n_envs * n_steps = {batch} does not split into n_minibatches={n_minibatches} "
             f"equal minibatches; pick n_minibatches dividing {batch}."
         )
+
+
+def merge_steps(rollout_leaf: jax.Array) -> jax.Array:
+    """A rollout's ``[steps, copies, ...]`` leaf as one batch axis: ``[steps * copies, ...]``."""
+    return rollout_leaf.reshape((-1, *rollout_leaf.shape[2:]))

@@ -24,7 +24,7 @@ from ajax.acting import Transition, episode_metrics, step_env
 from ajax.agents.base import Agent, hyperparameter
 from ajax.envs import Box, Discrete, Env
 from ajax.envs.wrappers import NormalizeObservation, NormalizeReward
-from ajax.minibatches import check_minibatches, fit_minibatches
+from ajax.minibatches import check_minibatches, fit_minibatches, merge_steps
 from ajax.nn import MLP, Categorical, Normal
 from ajax.returns import gae
 
@@ -237,20 +237,10 @@ class PPO(Agent):
         c = self.config
         lr = self._learning_rate(state)
 
-        key, epochs_key = jax.random.split(state.key)
-        params, opt_state, metrics = fit_minibatches(
-            epochs_key,
-            state.params,
-            state.opt_state,
-            batch,
-            self._loss,
-            self._optimizer,
-            lr,
-            c.n_epochs,
-            c.n_minibatches,
+        state, metrics = fit_minibatches(
+            state, batch, self._loss, self._optimizer, lr, c.n_epochs, c.n_minibatches
         )
-        metrics = metrics | {"learning_rate": lr}
-        return state.replace(params=params, opt_state=opt_state, key=key), metrics
+        return state, metrics | {"learning_rate": lr}
 
     def iteration(self, state: PPOState, env: Env) -> tuple[PPOState, dict[str, jax.Array]]:
         c = self.config
@@ -266,9 +256,8 @@ class PPO(Agent):
             c.gamma,
             c.gae_lambda,
         )
-        flat = lambda x: x.reshape((-1, *x.shape[2:]))  # noqa: E731  [T, N, ...] -> [T*N, ...]
         batch = tuple(
-            map(flat, (rollout.obs, rollout.action, log_probs, values, advantages, targets))
+            map(merge_steps, (rollout.obs, rollout.action, log_probs, values, advantages, targets))
         )
         state, metrics = self._update(state, batch)
         state = state.replace(iteration=state.iteration + 1)

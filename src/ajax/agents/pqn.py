@@ -28,7 +28,7 @@ from ajax.agents.base import hyperparameter
 from ajax.agents.q_learning import QLearningAgent
 from ajax.envs import Env
 from ajax.exploration import epsilon_greedy, linear_schedule
-from ajax.minibatches import check_minibatches, fit_minibatches
+from ajax.minibatches import check_minibatches, fit_minibatches, merge_steps
 from ajax.returns import lambda_returns
 
 
@@ -157,24 +157,12 @@ class PQN(QLearningAgent):
             c.gamma,
             c.q_lambda,
         )
-        flat = lambda x: x.reshape((-1, *x.shape[2:]))  # noqa: E731  [T, N, ...] -> [T*N, ...]
-        batch = (flat(rollout.obs), flat(rollout.action), flat(targets))
+        batch = tuple(map(merge_steps, (rollout.obs, rollout.action, targets)))
         lr = c.learning_rate * (1.0 - self._progress(state) if c.anneal_lr else 1.0)
 
-        key, epochs_key = jax.random.split(state.key)
-        params, opt_state, metrics = fit_minibatches(
-            epochs_key,
-            state.params,
-            state.opt_state,
-            batch,
-            self._loss,
-            self._optimizer,
-            lr,
-            c.n_epochs,
-            c.n_minibatches,
+        state, metrics = fit_minibatches(
+            state, batch, self._loss, self._optimizer, lr, c.n_epochs, c.n_minibatches
         )
-        state = state.replace(
-            params=params, opt_state=opt_state, key=key, iteration=state.iteration + 1
-        )
+        state = state.replace(iteration=state.iteration + 1)
         metrics = metrics | {"epsilon": epsilon, "learning_rate": lr}
         return state, metrics | episode_metrics(rollout)
