@@ -21,3 +21,10 @@ def select(condition: jax.Array, new: Any, old: Any) -> Any:
     where both branches are computed in any case, this says so plainly.
     """
     return jax.tree.map(lambda n, o: jnp.where(condition, n, o), new, old)
+
+
+def annealed(learning_rate: float, progress: jax.Array, anneal: bool) -> jax.Array:
+    """The step size at ``progress`` (0 at the start of the run, 1 at its end): decayed
+    linearly to 0 when ``anneal``, else constant."""
+    lr = jnp.asarray(learning_rate, jnp.float32)
+    return lr * (1.0 - progress) if anneal else lr

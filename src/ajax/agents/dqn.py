@@ -30,7 +30,7 @@ from ajax.buffers import ReplayBuffer
 from ajax.envs import Env
 from ajax.exploration import epsilon_greedy, linear_schedule
 from ajax.returns import td_target
-from ajax.updates import select, soft_update
+from ajax.updates import annealed, select, soft_update
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class DQNConfig:
 
     learning_rate: float = hyperparameter(
         2.3e-3, "Adam step size; RL-Zoo CartPole.", low=0.0, low_open=True
+    )
+    anneal_lr: bool = hyperparameter(
+        False, "decay the step size linearly to 0 over the run (RL-Zoo CartPole: constant)."
     )
     buffer_size: int = hyperparameter(
         100_000, "replay capacity in transitions per seed; RL-Zoo CartPole.", low=1
@@ -108,7 +111,7 @@ class DQN(QLearningAgent):
         c = self.config
         self._build_network(orthogonal=False)
         self._optimizer = optax.chain(
-            optax.clip_by_global_norm(c.max_grad_norm), optax.adam(c.learning_rate)
+            optax.clip_by_global_norm(c.max_grad_norm), optax.scale_by_adam()
         )
 
     @property
@@ -165,6 +168,7 @@ class DQN(QLearningAgent):
     def _update(self, state: DQNState) -> tuple[DQNState, dict[str, jax.Array]]:
         c = self.config
         learning = state.steps >= c.learning_starts
+        lr = annealed(c.learning_rate, state.steps / state.total_steps, c.anneal_lr)
         # The target follows the online network when the collection just made crossed a
         # multiple of target_update_interval steps (SB3's and CleanRL's counting, in
         # environment steps); it stays fixed through the update phase, as in SB3.
@@ -184,7 +188,8 @@ class DQN(QLearningAgent):
             (loss, q), grads = jax.value_and_grad(self._loss, has_aux=True)(
                 params, target_params, batch
             )
-            step, new_opt_state = self._optimizer.update(grads, opt_state, params)
+            direction, new_opt_state = self._optimizer.update(grads, opt_state, params)
+            step = jax.tree.map(lambda d: -lr * d, direction)
             # Before learning_starts the update is computed and dropped: a select costs
             # nothing extra, while a cond under the vmap over seeds would compute both sides.
             params = select(learning, optax.apply_updates(params, step), params)
@@ -202,7 +207,12 @@ class DQN(QLearningAgent):
             updates=state.updates + learning.astype(jnp.int32) * c.gradient_steps,
             key=key,
         )
-        return state, {"td_loss": loss.mean(), "q_value": q.mean(), "epsilon": self._epsilon(state)}
+        return state, {
+            "td_loss": loss.mean(),
+            "q_value": q.mean(),
+            "epsilon": self._epsilon(state),
+            "learning_rate": lr,
+        }
 
     def iteration(self, state: DQNState, env: Env) -> tuple[DQNState, dict[str, jax.Array]]:
         state, transitions = self._collect(state, env)

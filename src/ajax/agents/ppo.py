@@ -27,6 +27,7 @@ from ajax.envs.wrappers import NormalizeObservation, NormalizeReward
 from ajax.minibatches import check_minibatches, fit_minibatches, merge_steps
 from ajax.nn import MLP, Categorical, Normal
 from ajax.returns import gae
+from ajax.updates import annealed
 
 
 @dataclass(frozen=True)
@@ -226,11 +227,8 @@ class PPO(Agent):
         }
 
     def _learning_rate(self, state: PPOState) -> jax.Array:
-        lr = jnp.asarray(self.config.learning_rate, jnp.float32)
-        if self.config.anneal_lr:
-            frac = 1.0 - state.iteration / jnp.maximum(state.total_iterations, 1)
-            lr = lr * frac
-        return lr
+        progress = state.iteration / jnp.maximum(state.total_iterations, 1)
+        return annealed(self.config.learning_rate, progress, self.config.anneal_lr)
 
     def _update(self, state: PPOState, batch: tuple) -> tuple[PPOState, dict[str, jax.Array]]:
         """``n_epochs`` passes of ``n_minibatches`` shuffled minibatches over ``batch``."""

@@ -30,6 +30,7 @@ from ajax.envs import Env
 from ajax.exploration import epsilon_greedy, linear_schedule
 from ajax.minibatches import check_minibatches, fit_minibatches, merge_steps
 from ajax.returns import lambda_returns
+from ajax.updates import annealed
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class PQN(QLearningAgent):
             c.q_lambda,
         )
         batch = tuple(map(merge_steps, (rollout.obs, rollout.action, targets)))
-        lr = c.learning_rate * (1.0 - self._progress(state) if c.anneal_lr else 1.0)
+        lr = annealed(c.learning_rate, self._progress(state), c.anneal_lr)
 
         state, metrics = fit_minibatches(
             state, batch, self._loss, self._optimizer, lr, c.n_epochs, c.n_minibatches
