@@ -34,12 +34,23 @@ class Env:
     max_episode_steps: int
     #: The id the registry made this environment from (None for user instances).
     env_id: str | None = None
+    #: Whether :class:`ajax.envs.wrappers.AutoReset` computes a reset on every step, so that
+    #: gradients flow through it, rather than only on steps where some copy's episode ended.
+    differentiable_reset: bool = False
 
     def reset(self, key: jax.Array) -> tuple[Any, jax.Array]:
         raise NotImplementedError(f"{type(self).__name__} must implement reset")
 
     def step(self, key: jax.Array, state: Any, action: jax.Array) -> StepResult:
         raise NotImplementedError(f"{type(self).__name__} must implement step")
+
+    def reset_episode(self, key: jax.Array, state: Any) -> tuple[Any, jax.Array]:
+        """The start of a new episode for a copy whose episode has just ended in ``state``.
+
+        A plain :meth:`reset` by default; an environment that carries something across
+        episodes (a cached initial state) overrides it.
+        """
+        return self.reset(key)
 
     @property
     def unwrapped(self) -> Env:
@@ -60,6 +71,7 @@ class Wrapper(Env):
     max_episode_steps = property(lambda self: self.inner.max_episode_steps)
     env_id = property(lambda self: self.inner.env_id)
     num_envs = property(lambda self: self.inner.num_envs)
+    differentiable_reset = property(lambda self: self.inner.differentiable_reset)
 
     @property
     def unwrapped(self) -> Env:
@@ -70,6 +82,10 @@ class Wrapper(Env):
 
     def step(self, key: jax.Array, state: Any, action: jax.Array) -> StepResult:
         return self.inner.step(key, state, action)
+
+    def reset_episode(self, key: jax.Array, state: Any) -> tuple[Any, jax.Array]:
+        # Only wrappers without state of their own sit below AutoReset, where this is called.
+        return self.inner.reset_episode(key, state)
 
     def for_evaluation(self) -> Wrapper:
         """A copy whose statistics wrappers are frozen (see NormalizeObservation)."""

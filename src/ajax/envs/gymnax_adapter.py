@@ -1,4 +1,4 @@
-"""gymnax environments behind the Ajax protocol.
+"""gymnax environments (and environments written to gymnax's API) behind the Ajax protocol.
 
 gymnax 1.x's own ``step`` resets every copy on every step; the adapter calls ``step_env`` and
 ``is_truncated`` instead, so resets happen only where :class:`AutoReset` asks for them.
@@ -33,23 +33,30 @@ class GymnaxEnv(Env):
 
     def __init__(self, name: str, **env_params: Any):
         try:
-            self.env, defaults = gymnax.make(name)
+            env, defaults = gymnax.make(name)
         except OSError as error:
             # MNISTBandit-bsuite downloads MNIST when built; nothing is fetched at run time here.
             raise RuntimeError(
                 f"gymnax/{name} downloads its data when built, and the download failed "
                 f"({error}). Run it on a machine with network access, or pick another id."
             ) from error
-        unknown = set(env_params) - set(defaults.__dataclass_fields__)
+        self._adopt(env, defaults, f"gymnax/{name}", env_params)
+
+    def _adopt(self, env: Any, defaults: Any, env_id: str, env_params: dict[str, Any]) -> None:
+        """Serve ``env`` (any environment with gymnax's API) with ``defaults`` overridden by
+        ``env_params``."""
+        fields = defaults.__dataclass_fields__
+        unknown = set(env_params) - set(fields)
         if unknown:
             raise ValueError(
-                f"{name} has no parameter(s) {sorted(unknown)}; "
-                f"its parameters are {sorted(defaults.__dataclass_fields__)}."
+                f"{env_id} has no parameter(s) {sorted(unknown)}; "
+                f"its parameters are {sorted(fields)}."
             )
+        self.env = env
         self.params = defaults.replace(**env_params)
-        self.env_id = f"gymnax/{name}"
-        self.observation_space = convert_space(self.env.observation_space(self.params))
-        self.action_space = convert_space(self.env.action_space(self.params))
+        self.env_id = env_id
+        self.observation_space = convert_space(env.observation_space(self.params))
+        self.action_space = convert_space(env.action_space(self.params))
         self.max_episode_steps = int(self.params.max_steps_in_episode)
 
     def reset(self, key: jax.Array) -> tuple[Any, jax.Array]:

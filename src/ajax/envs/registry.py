@@ -1,42 +1,90 @@
-"""Environment ids -> environments. Ids may carry a family prefix (``gymnax/CartPole-v1``);
-unprefixed ids are looked up in every family."""
+"""Environment ids -> environments. Ids carry a family prefix (``gymnax/CartPole-v1``,
+``brax/ant``, ``playground/CheetahRun``, ``target_gym/plane``, ``ajax/PendulumTracking-v0``);
+unprefixed ids are looked up in every family, in that order.
+
+A family's library is imported only when one of its ids is asked for (Brax and Playground take
+seconds to import), and a family whose library is not installed lists no ids.
+"""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from ajax.envs import gymnax_adapter
+from ajax.envs import gymnax_adapter, physics, target_gym_adapter, tasks
 from ajax.envs.core import Env
 
-#: family prefix -> (list of its ids, constructor from an unprefixed id)
-_FAMILIES: dict[str, tuple[Callable[[], list[str]], Callable[..., Env]]] = {
-    "gymnax": (gymnax_adapter.registered_ids, gymnax_adapter.GymnaxEnv),
+
+@dataclass(frozen=True)
+class Family:
+    """How a family lists and builds its environments."""
+
+    #: Every id of the family (unprefixed) that builds on this machine.
+    list_ids: Callable[[], list[str]]
+    #: ``make(id, **kwargs)``: the environment for an unprefixed id.
+    make: Callable[..., Env]
+    #: Why an id that is not listed cannot be built (it downloads files, say), or None.
+    unavailable: Callable[[str], str | None] = lambda name: None
+
+
+#: The ajax-rl extra that installs each optional family's library.
+_EXTRAS = {"brax": "brax", "playground": "playground", "target_gym": "target-gym"}
+
+_FAMILIES: dict[str, Family] = {
+    "gymnax": Family(gymnax_adapter.registered_ids, gymnax_adapter.GymnaxEnv),
+    "brax": Family(physics.brax_ids, physics.BraxEnv),
+    "playground": Family(
+        physics.playground_ids, physics.PlaygroundEnv, physics.playground_unavailable
+    ),
+    "target_gym": Family(target_gym_adapter.registered_ids, target_gym_adapter.TargetGymEnv),
+    "ajax": Family(tasks.registered_ids, tasks.make),
 }
 
 
 def register_family(
-    prefix: str, list_ids: Callable[[], list[str]], make: Callable[..., Env]
+    prefix: str,
+    list_ids: Callable[[], list[str]],
+    make: Callable[..., Env],
+    unavailable: Callable[[str], str | None] | None = None,
 ) -> None:
     """Make ``prefix/<id>`` resolve through ``make(id, **kwargs)``."""
-    _FAMILIES[prefix] = (list_ids, make)
+    _FAMILIES[prefix] = Family(list_ids, make, unavailable or (lambda name: None))
+
+
+def _ids(family: Family) -> list[str]:
+    try:
+        return family.list_ids()
+    except ImportError:
+        return []
 
 
 def env_ids() -> list[str]:
     """Every known id, prefixed by its family."""
-    return [f"{prefix}/{i}" for prefix, (ids, _) in _FAMILIES.items() for i in ids()]
+    return [f"{prefix}/{i}" for prefix, family in _FAMILIES.items() for i in _ids(family)]
 
 
 def _resolve(env_id: str) -> tuple[str, str]:
     prefix, _, name = env_id.rpartition("/")
-    if prefix:
-        if prefix in _FAMILIES and name in _FAMILIES[prefix][0]():
+    if prefix in _FAMILIES:
+        family = _FAMILIES[prefix]
+        try:
+            ids = family.list_ids()
+        except ImportError as error:
+            raise ValueError(
+                f"{env_id} needs a library that is not installed ({error.name}): "
+                f"pip install 'ajax-rl[{_EXTRAS.get(prefix, prefix)}]'."
+            ) from error
+        if name in ids:
             return prefix, name
-    else:
-        for family, (ids, _) in _FAMILIES.items():
-            if env_id in ids():
-                return family, env_id
+        reason = _unavailable(family, name)
+        if reason:
+            raise ValueError(reason)
+    elif not prefix:
+        for candidate, family in _FAMILIES.items():
+            if env_id in _ids(family):
+                return candidate, env_id
     known = env_ids() + [i.split("/", 1)[1] for i in env_ids()]
     close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
@@ -44,6 +92,13 @@ def _resolve(env_id: str) -> tuple[str, str]:
         f"Unknown environment id {env_id!r}.{hint} `ajax list` shows every id "
         "(an Env instance is accepted too)."
     )
+
+
+def _unavailable(family: Family, name: str) -> str | None:
+    try:
+        return family.unavailable(name)
+    except ImportError:
+        return None
 
 
 def make_env(env_id: str | Env, **kwargs: Any) -> Env:
@@ -55,4 +110,4 @@ def make_env(env_id: str | Env, **kwargs: Any) -> Env:
     if not isinstance(env_id, str):
         raise TypeError(f"env_id must be a string id or an ajax Env, got {type(env_id).__name__}")
     family, name = _resolve(env_id)
-    return _FAMILIES[family][1](name, **kwargs)
+    return _FAMILIES[family].make(name, **kwargs)

@@ -37,13 +37,19 @@ class VectorEnv(Wrapper):
         keys = jax.random.split(key, self.num_envs)
         return jax.vmap(self.inner.step)(keys, state, action)
 
+    def reset_episode(self, key: jax.Array, state: Any) -> tuple[Any, jax.Array]:
+        keys = jax.random.split(key, self.num_envs)
+        return jax.vmap(self.inner.reset_episode)(keys, state)
+
 
 class AutoReset(Wrapper):
     """Resets the copies whose episode ended; the pre-reset observation goes to ``final_obs``.
 
     The reset is computed only on steps where some copy's episode ended (``lax.cond``), so
     environments with costly resets do not pay for them every step. Under a batch transform
-    (the vmap over seeds) JAX turns the cond into a select and computes both branches.
+    (the vmap over seeds) JAX turns the cond into a select and computes both branches. An
+    environment with ``differentiable_reset`` gets the reset computed on every step and
+    selected, so that gradients through a rollout also flow through its resets.
     """
 
     def step(self, key: jax.Array, state: Any, action: jax.Array) -> StepResult:
@@ -53,11 +59,14 @@ class AutoReset(Wrapper):
 
         def reset_done(carry):
             state, obs = carry
-            fresh_state, fresh_obs = self.inner.reset(reset_key)
+            fresh_state, fresh_obs = self.inner.reset_episode(reset_key, state)
             pick = lambda new, old: jnp.where(_expand(done, new), new, old)  # noqa: E731
             return jax.tree.map(pick, fresh_state, state), pick(fresh_obs, obs)
 
-        next_state, next_obs = jax.lax.cond(done.any(), reset_done, lambda c: c, (state, obs))
+        if self.differentiable_reset:
+            next_state, next_obs = reset_done((state, obs))
+        else:
+            next_state, next_obs = jax.lax.cond(done.any(), reset_done, lambda c: c, (state, obs))
         info = {**info, "final_obs": obs}
         return next_state, next_obs, reward, terminated, truncated, info
 

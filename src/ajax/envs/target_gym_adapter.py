@@ -1,0 +1,40 @@
+"""target-gym's environments (aircraft, process control, energy) by id.
+
+target-gym writes its environments to gymnax's API, so they are served by the gymnax adapter.
+Ids are the keys of target-gym's own registry (``target_gym/plane``, ``target_gym/cstr``, ...),
+plus the names the performance page uses: ``Plane`` and ``Plane3DCircle``.
+
+Some registry entries are variants of one environment told apart by their parameters
+(``plane_sine`` is the aircraft with a sinusoidal target). target-gym records those in each
+entry's test parameters, together with a shortened episode; the variant's parameters are
+kept as defaults here and the episode length is left at the environment's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ajax.envs.gymnax_adapter import GymnaxEnv
+
+#: The performance page's names for two registry entries.
+ALIASES = {"Plane": "plane", "Plane3DCircle": "plane3d_circle"}
+
+
+def _registry() -> dict[str, Any]:
+    from target_gym.registry import REGISTRY
+
+    return REGISTRY
+
+
+def registered_ids() -> list[str]:
+    return [*ALIASES, *_registry()]
+
+
+class TargetGymEnv(GymnaxEnv):
+    """A target-gym environment; ``env_params`` override its parameters."""
+
+    def __init__(self, name: str, **env_params: Any):
+        spec = _registry()[ALIASES.get(name, name)]
+        variant = {k: v for k, v in spec.test_params.items() if k != "max_steps_in_episode"}
+        defaults = spec.params_cls(**variant)
+        self._adopt(spec.make_env(), defaults, f"target_gym/{name}", env_params)
