@@ -1,6 +1,21 @@
 """DQN and PQN learn CartPole: the mean over 4 seeds of one vmapped run."""
 
-from ajax import PQN, LoggingConfig
+from ajax import DQN, PQN, LoggingConfig
+
+
+def test_double_dqn_solves_cartpole_within_100k_steps(tmp_path):
+    # RL-Zoo's CartPole configuration (the DQN defaults: 256x256, lr 2.3e-3, 128 updates per
+    # 256 steps, target copied every 10 steps) with the double-DQN target and the step size
+    # decayed to 0. With RL-Zoo's constant step size and plain targets the seeds reach 500 at
+    # different times and fall back in between: the 4-seed mean peaked at 290-406.
+    result = DQN(env_id="CartPole-v1", double_dqn=True, anneal_lr=True).train(
+        seed=[0, 1, 2, 3],
+        n_timesteps=100_000,
+        num_episode_test=10,
+        logging_config=LoggingConfig(log_frequency=2_500, log_dir=tmp_path),
+    )
+    mean_over_seeds = result.evaluations["episode_return"].mean(axis=0)
+    assert mean_over_seeds.max() >= 475, mean_over_seeds
 
 
 def test_pqn_solves_cartpole_within_500k_steps(tmp_path):
