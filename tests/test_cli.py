@@ -26,6 +26,8 @@ def test_train_writes_a_complete_run_directory(tmp_path, capsys):
             str(tmp_path),
             "--run-name",
             "cli",
+            "--env-param",
+            "max_steps_in_episode=100",
             "--no-anneal-lr",
             "--hidden-sizes",
             "32",
@@ -39,12 +41,21 @@ def test_train_writes_a_complete_run_directory(tmp_path, capsys):
     assert config["hyperparameters"]["anneal_lr"] is False
     assert config["hyperparameters"]["hidden_sizes"] == [32, 32]
     assert config["seeds"] == [0, 1] and config["n_envs"] == 2
+    assert config["env_params"] == {"max_steps_in_episode": 100}
     rows = (run / "metrics.csv").read_text().splitlines()
     assert len(rows) == 1 + 4 * 2
     png = (run / "learning_curve.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     assert (run / "result" / "state.msgpack").exists()
     assert "final eval return" in out and "run directory" in out
+
+
+def test_bad_env_params_fail_with_the_fix(capsys):
+    base = ["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "256"]
+    assert main([*base, "--env-param", "max_steps_in_episode"]) == 2
+    assert "NAME=VALUE" in capsys.readouterr().out
+    assert main([*base, "--env-param", "gravity_on_mars=3.7"]) == 2
+    assert "gravity_on_mars" in capsys.readouterr().out
 
 
 def test_list_shows_agents_and_env_ids(capsys):

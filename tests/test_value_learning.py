@@ -1,4 +1,4 @@
-"""DQN and PQN learn CartPole: the mean over 4 seeds of one vmapped run."""
+"""DQN and PQN learn CartPole: the mean over the seeds of one vmapped run."""
 
 from ajax import DQN, PQN, LoggingConfig
 
@@ -8,8 +8,10 @@ def test_double_dqn_solves_cartpole_within_100k_steps(tmp_path):
     # 256 steps, target copied every 10 steps) with the double-DQN target and the step size
     # decayed to 0. With RL-Zoo's constant step size and plain targets the seeds reach 500 at
     # different times and fall back in between: the 4-seed mean peaked at 290-406.
+    # Two seeds keep the suite within its time limit: 4 seeds take about 5 minutes here. Over
+    # seeds 0-3 the mean first passed 475 at about 76k steps (docs/agents/dqn.md).
     result = DQN(env_id="CartPole-v1", double_dqn=True, anneal_lr=True).train(
-        seed=[0, 1, 2, 3],
+        seed=[0, 1],
         n_timesteps=100_000,
         num_episode_test=10,
         logging_config=LoggingConfig(log_frequency=2_500, log_dir=tmp_path),

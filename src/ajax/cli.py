@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import sys
 from collections.abc import Sequence
@@ -38,6 +39,13 @@ def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
     )
     parser.add_argument("agent", help="agent name, e.g. PPO (see `ajax list`)")
     parser.add_argument("--env", required=True, help="environment id, e.g. CartPole-v1")
+    parser.add_argument(
+        "--env-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment parameter, repeatable (e.g. episode_length=128, backend=positional)",
+    )
     parser.add_argument("--seeds", type=int, default=1, help="number of seeds (0 .. N-1)")
     parser.add_argument("--seed-start", type=int, default=0, help="first seed")
     parser.add_argument("--n-timesteps", type=int, required=True, help="steps per seed")
@@ -55,6 +63,21 @@ def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
     return parser
 
 
+def _env_params(pairs: Sequence[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` flags as a dict; values are Python literals (numbers, True, tuples)
+    where they parse as one, else strings."""
+    params = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--env-param takes NAME=VALUE, got {pair!r}.")
+        try:
+            params[name] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            params[name] = text
+    return params
+
+
 def _train(argv: Sequence[str]) -> int:
     from ajax import AGENTS, LoggingConfig
     from ajax.plotting import plot_learning_curve
@@ -70,13 +93,20 @@ def _train(argv: Sequence[str]) -> int:
     if args.seeds <= 0:
         console.print(f"[red]--seeds must be a positive number of seeds, got {args.seeds}.[/red]")
         return 2
+    try:
+        env_params = _env_params(args.env_param)
+    except ValueError as error:
+        console.print(f"[red]{error}[/red]")
+        return 2
     hyperparameters = {
         f.name: (tuple(v) if isinstance(v, list) else v)
         for f in dataclasses.fields(agent_cls.Config)
         if (v := getattr(args, f.name)) is not None
     }
     try:
-        agent = agent_cls(env_id=args.env, n_envs=args.n_envs, **hyperparameters)
+        agent = agent_cls(
+            env_id=args.env, n_envs=args.n_envs, env_params=env_params, **hyperparameters
+        )
         log_frequency = args.log_frequency or max(1, args.n_timesteps // 20)
         logging_config = LoggingConfig(
             log_frequency=log_frequency,
