@@ -50,10 +50,11 @@ def test_ppo_learns_to_hold_the_planes_altitude(tmp_path):
         env_id="target_gym/Plane", env_params={"max_steps_in_episode": 200}, n_envs=8
     ).train(
         seed=[0, 1, 2, 3],
-        n_timesteps=50_000,
+        n_timesteps=100_000,
         num_episode_test=4,
         logging_config=LoggingConfig(log_frequency=10_000, log_dir=tmp_path),
     )
     returns = result.evaluations["episode_return"].mean(axis=0)
-    # Measured: 90.6 at 50k steps against 66.5 hands off (99.1 at 100k).
+    # 50k steps were too few: one suite run ended at 81.0, against 81.5 needed.
+    assert returns[-1] >= 95, (returns, baseline)
     assert returns[-1] >= baseline + 15, (returns, baseline)

@@ -23,7 +23,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax.buffers import ReplayBuffer
-from ajax.envs.core import SEED_AXIS
 from ajax.evaluation import build_env, run_episodes
 from ajax.logging import LoggingConfig, LogWriter, run_directory
 from ajax.memory import available_bytes, check_fits, human
@@ -194,9 +193,7 @@ def train(
         eval_env = build_env(agent, num_episode_test).for_evaluation()
 
     start = time.perf_counter()
-    init = jax.jit(
-        jax.vmap(lambda k: agent.init(k, train_env, plan.n_iterations), axis_name=SEED_AXIS)
-    )
+    init = jax.jit(jax.vmap(lambda k: agent.init(k, train_env, plan.n_iterations)))
     keys = seed_keys(seeds)
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
     state_shape = jax.eval_shape(init, keys)
@@ -206,8 +203,7 @@ def train(
     # last segment (a budget that is not a whole number of segments) gets its own.
     segments = {
         length: jax.jit(
-            jax.vmap(_segment_program(agent, train_env, eval_env, length), axis_name=SEED_AXIS),
-            donate_argnums=0,
+            jax.vmap(_segment_program(agent, train_env, eval_env, length)), donate_argnums=0
         )
         .lower(state_shape, eval_keys)
         .compile()
