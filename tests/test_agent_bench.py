@@ -35,6 +35,9 @@ def _fake_trials(bench, monkeypatch, figures):
 def test_medians_and_a_recorded_baseline(bench, monkeypatch, tmp_path):
     _fake_trials(bench, monkeypatch, [900.0, 1000.0, 5000.0])
     baseline = tmp_path / "baseline.jsonl"
+    kept = {"agent": "DQN", "implementation": "ajax", "execution_sps": 7.0}
+    stale = {"agent": "PPO", "implementation": "ajax", "execution_sps": 1.0}
+    baseline.write_text(json.dumps(kept) + "\n" + json.dumps(stale) + "\n")
     code = bench.main(
         [
             "--agents",
@@ -47,8 +50,10 @@ def test_medians_and_a_recorded_baseline(bench, monkeypatch, tmp_path):
         ]
     )
     assert code == 0
-    (row,) = [json.loads(x) for x in baseline.read_text().splitlines()]
+    # PPO's row is replaced by the median of its trials; DQN, not run, keeps its row.
+    row, dqn = [json.loads(x) for x in baseline.read_text().splitlines()]
     assert row["agent"] == "PPO" and row["execution_sps"] == 1000.0
+    assert dqn == kept
     assert row["n_envs"] == 4 and row["n_timesteps"] == 8000 and row["trials"] == 3
 
 
