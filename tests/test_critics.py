@@ -1,4 +1,4 @@
-"""The maths SAC, TD3 and REDQ rest on: the critic ensemble, the REDQ subset minimum, the
+"""The maths SAC, TD3 and REDQ rest on: the critic ensemble, the REDQ target subset, the
 temperature loss and the squashed Gaussian's log-density."""
 
 import jax
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ajax.critics import QEnsemble, subset_min, temperature_loss
+from ajax.critics import QEnsemble, critic_subset, temperature_loss
 from ajax.nn import TanhNormal
 
 
@@ -20,19 +20,37 @@ def test_ensemble_members_are_independent_networks():
     assert len({round(float(v), 6) for v in q[:, 0]}) == 3
 
 
-def test_subset_min_over_every_critic_is_the_plain_minimum():
-    q = jnp.asarray([[3.0, -1.0], [2.0, 5.0]])
-    np.testing.assert_array_equal(subset_min(None, q, 2), [2.0, -1.0])
+def _ensemble(n_critics=10):
+    ensemble = QEnsemble((8,), "relu", n_critics=n_critics)
+    obs, action = jnp.ones((5, 2)), jnp.zeros((5, 1))
+    return ensemble, obs, action, ensemble.init(jax.random.key(0), obs, action)
 
 
-def test_subset_min_takes_distinct_members_uniformly():
-    # Critic i predicts i everywhere, so the subset minimum names the smaller member drawn.
-    q = jnp.broadcast_to(jnp.arange(10.0)[:, None], (10, 4))
+def test_subset_of_every_critic_is_the_whole_ensemble():
+    _, _, _, params = _ensemble()
+    assert critic_subset(None, params, 10) is params
+
+
+def test_subset_evaluates_distinct_members_of_the_ensemble():
+    ensemble, obs, action, params = _ensemble()
+    q = ensemble.apply(params, obs, action)
+    for key in jax.random.split(jax.random.key(3), 5):
+        members = critic_subset(key, params, 2)
+        q_members = ensemble.clone(n_critics=2).apply(members, obs, action)
+        # Each member's Q-values are one critic's of the whole ensemble, and not the same one.
+        rows = [int(np.argmin(np.abs(q - row).max(axis=1))) for row in q_members]
+        np.testing.assert_allclose(q_members, q[np.asarray(rows)], rtol=1e-6)
+        assert rows[0] != rows[1]
+
+
+def test_subset_takes_distinct_members_uniformly():
+    # Member i's only parameter is i, so the subset's minimum names the smaller member drawn.
+    params = {"w": jnp.arange(10.0)}
     keys = jax.random.split(jax.random.key(1), 20_000)
-    mins = np.asarray(jax.vmap(lambda k: subset_min(k, q, 2))(keys))
-    assert (mins == mins[:, :1]).all()  # one subset for the whole batch
+    drawn = np.asarray(jax.vmap(lambda k: critic_subset(k, params, 2)["w"])(keys))
+    assert (drawn[:, 0] != drawn[:, 1]).all()
     # P(min of 2 distinct draws from 0..9 equals m) = 2 (9 - m) / 90; never 9 (distinct).
-    frequencies = np.bincount(mins[:, 0].astype(int), minlength=10) / len(keys)
+    frequencies = np.bincount(drawn.min(axis=1).astype(int), minlength=10) / len(keys)
     expected = 2 * (9 - np.arange(10)) / 90
     np.testing.assert_allclose(frequencies, expected, atol=0.01)
 

@@ -130,10 +130,8 @@ class OffPolicyAgent(Agent):
         """Actions in ``[-1, 1]`` for collecting experience after ``learning_starts``."""
 
     @abc.abstractmethod
-    def _next_value(
-        self, learner: Learner, next_obs: jax.Array, key: jax.Array
-    ) -> tuple[jax.Array, jax.Array]:
-        """The bootstrap value of ``next_obs`` and the target ensemble's Q-values there."""
+    def _next_value(self, learner: Learner, next_obs: jax.Array, key: jax.Array) -> jax.Array:
+        """The bootstrap value of ``next_obs``, from the target networks."""
 
     @abc.abstractmethod
     def _actor_loss(
@@ -150,10 +148,12 @@ class OffPolicyAgent(Agent):
     # Shared machinery.
 
     def q_values(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
-        """Every critic's ``Q(obs, action)``: ``[n_critics, ...]``, for actions flat or in the
-        environment's shape."""
+        """``Q(obs, action)`` of every critic in ``critic_params`` (the ensemble, or a subset
+        of it from :func:`ajax.critics.critic_subset`): ``[members, ...]``, for actions flat or
+        in the environment's shape."""
         action = action.reshape(*obs.shape[: obs.ndim - self._obs_ndim], self._action_dim)
-        return self.critic.apply(critic_params, self._flat(obs), action)
+        members = jax.tree.leaves(critic_params)[0].shape[0]
+        return self.critic.clone(n_critics=members).apply(critic_params, self._flat(obs), action)
 
     def _target_names(self) -> tuple[str, ...]:
         return ("critic", "actor") if self.targets_follow_actor else ("critic",)
@@ -213,7 +213,7 @@ class OffPolicyAgent(Agent):
         self, learner: Learner, batch: dict[str, jax.Array], key: jax.Array
     ) -> tuple[Learner, dict[str, jax.Array]]:
         c = self.config
-        next_value, _ = self._next_value(learner, batch["next_obs"], key)
+        next_value = self._next_value(learner, batch["next_obs"], key)
         target = td_target(batch["reward"], next_value, batch["terminated"], c.gamma)
         target = jax.lax.stop_gradient(target)
 

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from ajax.agents.base import hyperparameter
 from ajax.agents.off_policy import Learner, OffPolicyAgent, OffPolicyConfig
-from ajax.critics import subset_min, temperature_loss
+from ajax.critics import critic_subset, temperature_loss
 from ajax.nn import MLP, TanhNormal
 
 #: Bounds on the policy's log standard deviation (the SAC authors' softlearning, and SB3).
@@ -99,9 +99,12 @@ class SAC(OffPolicyAgent):
         next_action, next_log_prob = self.policy(learner.params, next_obs).sample_and_log_prob(
             action_key
         )
-        q = self.q_values(learner.target_params["critic"], next_obs, next_action)
+        members = critic_subset(
+            subset_key, learner.target_params["critic"], self.config.n_target_critics
+        )
+        q = self.q_values(members, next_obs, next_action)
         alpha = jnp.exp(learner.params["log_alpha"])
-        return subset_min(subset_key, q, self.config.n_target_critics) - alpha * next_log_prob, q
+        return q.min(axis=0) - alpha * next_log_prob
 
     def _actor_loss(self, actor_params, learner: Learner, obs, key):
         action, log_prob = self.policy({"actor": actor_params}, obs).sample_and_log_prob(key)

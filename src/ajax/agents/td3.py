@@ -84,7 +84,7 @@ class TD3(OffPolicyAgent):
         )
         next_action = jnp.clip(action + noise, -1.0, 1.0)
         q = self.q_values(learner.target_params["critic"], next_obs, next_action)
-        return q.min(axis=0), q
+        return q.min(axis=0)
 
     def _actor_loss(self, actor_params, learner: Learner, obs, key):
         q = self.q_values(learner.params["critic"], obs, self.policy(actor_params, obs))
