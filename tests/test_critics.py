@@ -10,20 +10,18 @@ from ajax.critics import QEnsemble, critic_subset, temperature_loss
 from ajax.nn import TanhNormal
 
 
-def test_ensemble_members_are_independent_networks():
-    ensemble = QEnsemble((8,), "relu", n_critics=3)
-    obs, action = jnp.ones((5, 2)), jnp.zeros((5, 1))
-    params = ensemble.init(jax.random.key(0), obs, action)
-    q = ensemble.apply(params, obs, action)
-    assert q.shape == (3, 5)
-    # Different initial weights per member, so different Q-values on the same input.
-    assert len({round(float(v), 6) for v in q[:, 0]}) == 3
-
-
 def _ensemble(n_critics=10):
     ensemble = QEnsemble((8,), "relu", n_critics=n_critics)
     obs, action = jnp.ones((5, 2)), jnp.zeros((5, 1))
     return ensemble, obs, action, ensemble.init(jax.random.key(0), obs, action)
+
+
+def test_ensemble_members_are_independent_networks():
+    ensemble, obs, action, params = _ensemble(n_critics=3)
+    q = ensemble.apply(params, obs, action)
+    assert q.shape == (3, 5)
+    # Different initial weights per member, so different Q-values on the same input.
+    assert len({round(float(v), 6) for v in q[:, 0]}) == 3
 
 
 def test_subset_of_every_critic_is_the_whole_ensemble():
