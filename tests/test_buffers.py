@@ -8,7 +8,7 @@ import pytest
 from ajax import DQN
 from ajax.buffers import ReplayBuffer, transition_bytes
 from ajax.evaluation import build_env
-from ajax.loop import check_memory, seed_keys, state_bytes
+from ajax.loop import check_memory, init_program, seed_keys, state_bytes
 
 
 def _example():
@@ -41,7 +41,7 @@ def test_transition_bytes():
 
 def _state_shape(agent, seeds):
     env = build_env(agent, agent.n_envs)
-    return jax.eval_shape(jax.vmap(lambda k: agent.init(k, env, 1)), seed_keys(seeds))
+    return jax.eval_shape(init_program(agent, env, 1), seed_keys(seeds))
 
 
 def test_memory_grows_with_seeds_and_buffer_size():

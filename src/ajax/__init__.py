@@ -13,6 +13,7 @@ from ajax.agents import AGENTS, DQN, PPO, PQN, REDQ, SAC, TD3  # noqa: E402
 from ajax.envs import make_env  # noqa: E402
 from ajax.logging import LoggingConfig  # noqa: E402
 from ajax.result import TrainResult, evaluate, load  # noqa: E402
+from ajax.watchdog import RunHungError, Watchdog  # noqa: E402
 
 __all__ = [
     "AGENTS",
@@ -23,7 +24,9 @@ __all__ = [
     "SAC",
     "TD3",
     "LoggingConfig",
+    "RunHungError",
     "TrainResult",
+    "Watchdog",
     "evaluate",
     "load",
     "make_env",

@@ -27,6 +27,7 @@ from ajax.evaluation import build_env, run_episodes
 from ajax.logging import LoggingConfig, LogWriter, run_directory
 from ajax.memory import available_bytes, check_fits, human
 from ajax.result import TrainResult
+from ajax.watchdog import Watchdog, call_watched, dump_stacks, hang_error
 
 Progress = Callable[[int, int, dict[str, float]], None]
 _EPISODE_SUMS = ("episode_return_sum", "episode_length_sum", "episode_count")
@@ -108,6 +109,21 @@ def check_memory(state_shape: Any, n_seeds: int, available: int | None = None) -
     check_fits(total, n_seeds, detail, available_bytes() if available is None else available)
 
 
+def init_program(agent: Any, env: Any, n_iterations: int) -> Callable:
+    """Every seed's initial state, from a stack of seed keys.
+
+    The seeds are initialised one after another (``lax.map``), not vmapped. Under a vmap,
+    flax's orthogonal initialiser becomes one batched QR factorisation per layer, which
+    jaxlib's CPU LAPACK kernel splits into tasks on XLA's intra-op thread pool while blocking
+    a pool thread until they finish: two such QRs (actor and critic) can hold both threads of
+    a 2-thread pool, each waiting for tasks no free thread will run, and the run sleeps
+    forever (``tests/test_hang_guard.py`` checks that no compiled program holds a batched
+    LAPACK call). A batch of one runs inline, and the initialisation is a negligible part of
+    a run. It also makes seed i's initial state bit-identical in any batch.
+    """
+    return jax.jit(lambda keys: jax.lax.map(lambda k: agent.init(k, env, n_iterations), keys))
+
+
 def _segment_program(
     agent: Any, train_env: Any, eval_env: Any | None, n_iterations: int
 ) -> Callable:
@@ -161,6 +177,39 @@ def _summaries(outputs: dict[str, Any], n_iterations: int) -> dict[str, np.ndarr
     return summary
 
 
+@dataclasses.dataclass(frozen=True)
+class RunPrograms:
+    """The lowered programs of a run and the inputs they take."""
+
+    keys: jax.Array
+    eval_keys: jax.Array
+    init: jax.stages.Lowered
+    #: One program per distinct segment length: the full segments share one, and a shorter
+    #: last segment (a budget that is not a whole number of segments) gets its own.
+    segments: dict[int, jax.stages.Lowered]
+
+
+def lower_run(
+    agent: Any, seeds: list[int], plan: RunPlan, num_episode_test: int, evaluate: bool
+) -> RunPrograms:
+    """Trace and lower every program of a run; refuses, before lowering the segments, a run
+    whose state cannot fit in memory."""
+    train_env = build_env(agent, agent.n_envs)
+    eval_env = build_env(agent, num_episode_test).for_evaluation() if evaluate else None
+    init = init_program(agent, train_env, plan.n_iterations)
+    keys = seed_keys(seeds)
+    eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+    state_shape = jax.eval_shape(init, keys)
+    check_memory(state_shape, len(seeds))
+    segments = {
+        length: jax.jit(
+            jax.vmap(_segment_program(agent, train_env, eval_env, length)), donate_argnums=0
+        ).lower(state_shape, eval_keys)
+        for length in sorted(set(plan.segment_lengths))
+    }
+    return RunPrograms(keys, eval_keys, init.lower(keys), segments)
+
+
 def train(
     agent: Any,
     seed: int | Sequence[int] = 0,
@@ -168,6 +217,7 @@ def train(
     num_episode_test: int = 10,
     logging_config: LoggingConfig | None = None,
     progress: Progress | None = None,
+    watchdog: Watchdog | None = None,
 ) -> TrainResult:
     """Train ``agent`` once per seed, all seeds in one vmapped program.
 
@@ -180,35 +230,24 @@ def train(
         logging_config: evaluate and log every ``log_frequency`` steps; None compiles no
             evaluation at all.
         progress: called after each segment with (timesteps done, total, latest summary).
+        watchdog: how long a compiled program may run before the run is declared hung and
+            stopped with :class:`ajax.RunHungError`; ``Watchdog()`` (20 times the median
+            segment, at least 10 minutes) when None.
     """
     seeds = seeds_of(seed)
     _check_positive_int("num_episode_test", num_episode_test, "num_episode_test=10")
     if logging_config is not None and not isinstance(logging_config, LoggingConfig):
         raise TypeError("logging_config must be an ajax.LoggingConfig or None.")
+    if watchdog is not None and not isinstance(watchdog, Watchdog):
+        raise TypeError("watchdog must be an ajax.Watchdog or None.")
+    watchdog = watchdog or Watchdog()
     plan = plan_run(agent, n_timesteps, logging_config)
 
-    train_env = build_env(agent, agent.n_envs)
-    eval_env = None
-    if logging_config is not None:
-        eval_env = build_env(agent, num_episode_test).for_evaluation()
-
     start = time.perf_counter()
-    init = jax.jit(jax.vmap(lambda k: agent.init(k, train_env, plan.n_iterations)))
-    keys = seed_keys(seeds)
-    eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-    state_shape = jax.eval_shape(init, keys)
-    check_memory(state_shape, len(seeds))
-    init_compiled = init.lower(keys).compile()
-    # One program per distinct segment length: the full segments share one, and a shorter
-    # last segment (a budget that is not a whole number of segments) gets its own.
-    segments = {
-        length: jax.jit(
-            jax.vmap(_segment_program(agent, train_env, eval_env, length)), donate_argnums=0
-        )
-        .lower(state_shape, eval_keys)
-        .compile()
-        for length in sorted(set(plan.segment_lengths))
-    }
+    programs = lower_run(agent, seeds, plan, num_episode_test, logging_config is not None)
+    init_compiled = programs.init.compile()
+    segments = {length: lowered.compile() for length, lowered in programs.segments.items()}
+    keys, eval_keys = programs.keys, programs.eval_keys
     compile_s = time.perf_counter() - start
 
     run_config = {
@@ -244,20 +283,39 @@ def train(
         if progress is not None:
             progress(timestep, total, {k: float(np.nanmean(v)) for k, v in summary.items()})
 
+    def watched(program: Callable, args: tuple, what: str, earlier_s: list[float]) -> Any:
+        """``program(*args)``, computed; stops the run if it hangs (see ajax.watchdog)."""
+        limit_s = watchdog.limit_s(earlier_s)
+        started = time.perf_counter()
+        finished, result = call_watched(program, *args, limit_s=limit_s)
+        if not finished:
+            stacks = dump_stacks(None if writer is None else writer.directory)
+            raise hang_error(what, time.perf_counter() - started, limit_s, stacks)
+        return result
+
     run_start = time.perf_counter()
     try:
-        state = init_compiled(keys)
+        state = watched(init_compiled, (keys,), "the seeds' initialisation", [])
         iterations_done = 0
+        durations: list[float] = []
         for index, length in enumerate(plan.segment_lengths):
             segment_keys = jax.vmap(lambda k, i=index: jax.random.fold_in(k, i))(eval_keys)
-            state, outputs = segments[length](state, segment_keys)
+            first, steps = iterations_done * plan.steps_per_iteration, plan.steps_per_iteration
+            where = f"segment {index + 1} of {len(plan.segment_lengths)}"
+            started = time.perf_counter()
+            state, outputs = watched(
+                segments[length],
+                (state, segment_keys),
+                f"{where} (timesteps {first} to {first + length * steps})",
+                durations,
+            )
+            durations.append(time.perf_counter() - started)
             iterations_done += length
             # One segment in flight at a time: its few scalars are fetched before the next is
             # dispatched (the rows are written by the writer thread). Overlapping segments
             # gained nothing measurable on a CPU, and with both queued on XLA's CPU thread
             # pool a run was once seen to stall on a 2-core machine.
             record(iterations_done * plan.steps_per_iteration, length, outputs)
-        state = jax.block_until_ready(state)
     finally:
         # On normal end, on an error and on Ctrl-C alike, every row recorded so far is
         # written before the writer closes.

@@ -124,7 +124,7 @@ def load(path: str | Path) -> TrainResult:
     """Read a result written by ``TrainResult.save``; it acts and evaluates as the original."""
     from ajax.agents import AGENTS
     from ajax.evaluation import build_env
-    from ajax.loop import seed_keys
+    from ajax.loop import init_program, seed_keys
 
     path = Path(path)
     meta_file = path / _META_FILE
@@ -141,7 +141,7 @@ def load(path: str | Path) -> TrainResult:
         **hyperparameters,
     )
     env = build_env(agent, agent.n_envs)
-    template = jax.eval_shape(jax.vmap(lambda k: agent.init(k, env, 1)), seed_keys(meta["seeds"]))
+    template = jax.eval_shape(init_program(agent, env, 1), seed_keys(meta["seeds"]))
     template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
     state = flax.serialization.from_bytes(template, (path / _STATE_FILE).read_bytes())
     return TrainResult(

@@ -1,0 +1,122 @@
+"""Runs never wait silently: every compiled program a run executes is watched.
+
+A deadlock inside XLA's CPU runtime leaves a process asleep at 0% CPU, with nothing said
+(``docs/performance.md``, "Runs that never hang"). The run therefore waits for each program's
+outputs with a time limit: when a segment takes far longer than the segments before it, the
+run stops, dumps every thread's Python stack, writes the rows logged so far, and raises
+:class:`RunHungError` saying where it stopped and what to report.
+
+Each program is called, and waited for, on a helper thread while the run's thread waits on
+an event with a timeout, so a finished program is noticed at once (polling ``is_ready`` would
+add up to one polling interval to every segment).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import faulthandler
+import os
+import statistics
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+
+
+class RunHungError(RuntimeError):
+    """A compiled program of the run made no progress for far longer than expected."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Watchdog:
+    """How long a run waits for one compiled program before it declares a hang.
+
+    A segment may take ``factor`` times the median of the earlier segments, and never less than
+    ``floor_s`` seconds; the seeds' initialisation and the first segment have only the floor.
+    The floor is large so that a slow machine or a long segment is never mistaken for a hang:
+    raise it for segments that take minutes each.
+    """
+
+    factor: float = 20.0
+    floor_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        for name in ("factor", "floor_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(
+                    f"Watchdog.{name} must be a positive number, got {value!r}; "
+                    "e.g. Watchdog(factor=20, floor_s=600)."
+                )
+
+    def limit_s(self, earlier_s: Sequence[float]) -> float:
+        """The longest wait allowed after segments that took ``earlier_s`` seconds."""
+        if not earlier_s:
+            return self.floor_s
+        return max(self.floor_s, self.factor * statistics.median(earlier_s))
+
+
+def call_watched(fn: Callable[..., Any], *args: Any, limit_s: float) -> tuple[bool, Any]:
+    """``fn(*args)`` with every array of its result computed, or ``(False, None)`` if that
+    takes more than ``limit_s`` seconds; ``(True, result)`` otherwise.
+
+    The call itself runs on the helper thread too: JAX may execute a cheap program inline,
+    on the calling thread, instead of dispatching it. An error raised by ``fn`` or while
+    computing its result is raised here.
+    """
+    done = threading.Event()
+    outcome: list[Any] = []
+    failure: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            outcome.append(jax.block_until_ready(fn(*args)))
+        except BaseException as error:  # re-raised on the caller's thread
+            failure.append(error)
+        finally:
+            done.set()
+
+    # A daemon thread: if the program never returns, neither does this thread, and it must
+    # not keep the interpreter from exiting.
+    threading.Thread(target=call, name="ajax-watchdog-call", daemon=True).start()
+    if not done.wait(limit_s):
+        return False, None
+    if failure:
+        raise failure[0]
+    return True, outcome[0]
+
+
+def dump_stacks(directory: str | Path | None) -> Path:
+    """Write every thread's Python stack to ``directory/hang_stacks.txt`` (a temporary file
+    without a directory) and to standard error; returns the file."""
+    if directory is None:
+        handle, name = tempfile.mkstemp(prefix="ajax-hang-stacks-", suffix=".txt")
+        os.close(handle)
+        path = Path(name)
+    else:
+        path = Path(directory) / "hang_stacks.txt"
+    with open(path, "w") as f:
+        faulthandler.dump_traceback(file=f, all_threads=True)
+    sys.stderr.write(f"Ajax: the run hung; Python stacks of every thread:\n{path.read_text()}")
+    sys.stderr.flush()
+    return path
+
+
+def hang_error(what: str, waited_s: float, limit_s: float, stacks: Path) -> RunHungError:
+    """The error a hung run raises: where it stopped, and what to report."""
+    import jaxlib
+
+    return RunHungError(
+        f"The run hung: {what} made no progress for {waited_s:.0f} s (its limit was "
+        f"{limit_s:.0f} s). Every row logged so far was written; the Python stacks of every "
+        f"thread are in {stacks}. This is a deadlock in XLA's runtime or a bug in Ajax: please "
+        "report it with that file, the run's config.json (agent, hyperparameters, seeds), jax "
+        f"{jax.__version__} / jaxlib {jaxlib.__version__}, and, if it happens again, the "
+        f"native stacks taken while it hangs: `gdb -p {os.getpid()} -batch -ex "
+        '"thread apply all bt"`. If the program is only slow, raise the limit with '
+        "train(..., watchdog=ajax.Watchdog(floor_s=...))."
+    )

@@ -1,0 +1,131 @@
+"""Runs never hang: no compiled program holds a batched LAPACK call, and a program that never
+returns stops the run with an error, its rows written."""
+
+import re
+import threading
+
+import jax
+import numpy as np
+import pytest
+
+import ajax
+from ajax import AGENTS, PPO, LoggingConfig, RunHungError, Watchdog
+from ajax.evaluation import build_env
+from ajax.loop import init_program, lower_run, plan_run, seed_keys
+
+#: Small settings that keep every agent's programs quick to compile; the programs have the
+#: same structure at any size.
+SMALL = {
+    "PPO": ("CartPole-v1", {"n_steps": 16}),
+    "PQN": ("CartPole-v1", {"n_steps": 16}),
+    "DQN": ("CartPole-v1", {"buffer_size": 1_000, "train_frequency": 16, "gradient_steps": 2}),
+    "SAC": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
+    "TD3": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
+    "REDQ": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
+}
+
+_LAPACK = re.compile(r'custom_call_target="(lapack_\w+)".*?num_batch_dims="(\d+)"')
+
+
+def lapack_calls(hlo_text: str) -> list[tuple[str, int]]:
+    """Every LAPACK custom call of a compiled program, with its number of batch axes."""
+    return [(name, int(batch)) for name, batch in _LAPACK.findall(hlo_text)]
+
+
+def test_the_guard_sees_a_batched_qr():
+    """The check can fail: vmapping the seeds' initialisation batches PPO's orthogonal QRs."""
+    agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
+    env = build_env(agent, 2)
+    vmapped = jax.jit(jax.vmap(lambda k: agent.init(k, env, 1)))
+    calls = lapack_calls(vmapped.lower(seed_keys([0, 1, 2])).compile().as_text())
+    assert any(batch > 0 for _, batch in calls)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_no_program_holds_a_batched_lapack_call(name):
+    """Lower and compile the init and segment programs that ``train`` runs, for 3 seeds."""
+    env_id, kwargs = SMALL[name]
+    agent = AGENTS[name](env_id=env_id, n_envs=2, **kwargs)
+    plan = plan_run(agent, 4 * agent.steps_per_iteration, LoggingConfig(log_frequency=1))
+    programs = lower_run(agent, [0, 1, 2], plan, num_episode_test=2, evaluate=True)
+    texts = [programs.init.compile().as_text()]
+    texts += [lowered.compile().as_text() for lowered in programs.segments.values()]
+    calls = [call for text in texts for call in lapack_calls(text)]
+    assert [call for call in calls if call[1] > 0] == []
+    if name == "PPO":  # orthogonal initialisation: its QRs are there, one matrix at a time
+        assert {"lapack_sgeqrf_ffi", "lapack_sorgqr_ffi"} <= {n for n, _ in calls}
+
+
+def test_initial_state_of_a_seed_is_the_same_in_any_batch():
+    agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
+    init = init_program(agent, build_env(agent, 2), 1)
+    batch, alone = init(seed_keys([4, 9, 2])), init(seed_keys([9]))
+    for a, b in zip(jax.tree.leaves(batch), jax.tree.leaves(alone), strict=True):
+        np.testing.assert_array_equal(a[1], b[0])
+
+
+def test_watchdog_limits():
+    watchdog = Watchdog(factor=20, floor_s=600)
+    assert watchdog.limit_s([]) == 600
+    assert watchdog.limit_s([1.0, 50.0, 2.0]) == 600
+    assert watchdog.limit_s([40.0, 50.0, 1.0]) == 20 * 40.0
+    with pytest.raises(ValueError, match="floor_s must be a positive number"):
+        Watchdog(floor_s=0)
+    with pytest.raises(TypeError, match=r"watchdog must be an ajax\.Watchdog"):
+        PPO(env_id="CartPole-v1").train(watchdog=5)
+
+
+def test_a_segment_that_never_returns_stops_the_run(tmp_path, monkeypatch, capfd):
+    """The third segment's outputs come from a program blocked on the host: the run raises
+    RunHungError after the watchdog's limit, with the two finished segments' rows written."""
+    release = threading.Event()
+    blocked = jax.jit(
+        lambda x: jax.pure_callback(
+            lambda v: (release.wait(), v)[1], jax.ShapeDtypeStruct(x.shape, x.dtype), x
+        )
+    )
+    original = ajax.loop.lower_run
+
+    def lower_with_a_hang(*args, **kwargs):
+        programs = original(*args, **kwargs)
+        ((length, lowered),) = programs.segments.items()
+        calls = []
+
+        class Hanging:
+            def compile(self):
+                compiled = lowered.compile()
+
+                def run(state, keys):
+                    calls.append(1)
+                    state, outputs = compiled(state, keys)
+                    if len(calls) == 3:
+                        outputs = jax.tree.map(blocked, outputs)
+                    return state, outputs
+
+                return run
+
+        return ajax.loop.RunPrograms(
+            programs.keys, programs.eval_keys, programs.init, {length: Hanging()}
+        )
+
+    monkeypatch.setattr(ajax.loop, "lower_run", lower_with_a_hang)
+    config = LoggingConfig(log_frequency=512, log_dir=tmp_path, run_name="hung")
+    agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
+    try:
+        with pytest.raises(RunHungError) as raised:
+            agent.train(
+                seed=[0, 1],
+                n_timesteps=5 * 512,
+                logging_config=config,
+                watchdog=Watchdog(factor=20, floor_s=2.0),
+            )
+    finally:
+        release.set()
+    message = str(raised.value)
+    assert "segment 3 of 5 (timesteps 1024 to 1536)" in message
+    assert "gdb -p" in message and "hang_stacks.txt" in message
+    stacks = (tmp_path / "hung" / "hang_stacks.txt").read_text()
+    assert "test_a_segment_that_never_returns_stops_the_run" in stacks
+    assert "the run hung" in capfd.readouterr().err
+    rows = (tmp_path / "hung" / "metrics.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in rows[1:]] == ["512", "512", "1024", "1024"]
