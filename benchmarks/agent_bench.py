@@ -25,6 +25,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,14 +53,21 @@ TASKS: dict[str, tuple[str, dict]] = {
 }
 
 
-def time_ajax(agent_name: str, overrides: dict | None = None) -> dict[str, float]:
-    """One trial: a fresh agent, one seed, no logging."""
+def time_ajax(
+    agent_name: str, overrides: dict | None = None, log_frequency: int | None = None
+) -> dict[str, float]:
+    """One trial: a fresh agent, one seed, no logging unless ``log_frequency`` is given (then
+    the run evaluates and logs to a temporary directory at that frequency)."""
     env_id, hyperparameters = TASKS[agent_name]
     start = time.perf_counter()
     agent = ajax.AGENTS[agent_name](
         env_id=env_id, n_envs=N_ENVS, **(hyperparameters | (overrides or {}))
     )
-    result = agent.train(seed=0, n_timesteps=N_TIMESTEPS)
+    with tempfile.TemporaryDirectory() as log_dir:
+        logging_config = None
+        if log_frequency is not None:
+            logging_config = ajax.LoggingConfig(log_frequency=log_frequency, log_dir=log_dir)
+        result = agent.train(seed=0, n_timesteps=N_TIMESTEPS, logging_config=logging_config)
     wall = time.perf_counter() - start
     steps = result.n_timesteps
     return {
@@ -209,8 +217,10 @@ def time_peer(peer: str, agent_name: str) -> dict[str, float]:
     }
 
 
-def median_of_trials(trial: Callable[[], dict[str, float]]) -> dict[str, float]:
-    runs = [trial() for _ in range(TRIALS)]
+def median_of_trials(
+    trial: Callable[[], dict[str, float]], trials: int = TRIALS
+) -> dict[str, float]:
+    runs = [trial() for _ in range(trials)]
     return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
@@ -230,6 +240,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--record-baseline", action="store_true", help="record the agents run in the baseline"
     )
+    parser.add_argument(
+        "--trials", type=int, default=TRIALS, help="trials per agent (the protocol's is 3)"
+    )
+    parser.add_argument(
+        "--log-frequency",
+        type=int,
+        default=None,
+        help="time logged runs that evaluate every this many steps (the protocol logs nothing)",
+    )
     args = parser.parse_args(argv)
 
     machine = {
@@ -240,13 +259,14 @@ def main(argv: list[str] | None = None) -> int:
         "jax": jax.__version__,
         "backend": jax.default_backend(),
     }
-    protocol = {"n_envs": N_ENVS, "n_timesteps": N_TIMESTEPS, "trials": TRIALS, "seeds": 1}
+    protocol = {"n_envs": N_ENVS, "n_timesteps": N_TIMESTEPS, "trials": args.trials, "seeds": 1}
+    protocol["log_frequency"] = args.log_frequency
     baseline = read_baseline(args.baseline)
     rows, regressions = [], []
     header = f"{'agent':<8}{'impl':<14}{'task':<14}{'exec steps/s':>14}{'whole steps/s':>15}"
     print(header + f"{'compile s':>11}{'vs baseline':>13}")
     for name in args.agents:
-        implementations = [("ajax", lambda n=name: time_ajax(n))]
+        implementations = [("ajax", lambda n=name: time_ajax(n, log_frequency=args.log_frequency))]
         if args.peer and name in PEERS[args.peer]:
             overrides = PEERS[args.peer][name][1]
             if overrides:
@@ -256,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             implementations.append((args.peer, lambda n=name: time_peer(args.peer, n)))
         figures = {}
         for implementation, trial in implementations:
-            stats = median_of_trials(trial)
+            stats = median_of_trials(trial, args.trials)
             figures[implementation] = stats
             row = {"agent": name, "implementation": implementation, "task": TASKS[name][0]}
             row |= stats | protocol | machine
