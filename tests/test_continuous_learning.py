@@ -13,6 +13,9 @@ import pytest
 
 from ajax import REDQ, SAC, TD3, LoggingConfig
 
+#: Learning runs of minutes: outside the quick tier (`pytest -m "not slow"`).
+pytestmark = pytest.mark.slow
+
 SEEDS = {"SAC": [0, 1, 2, 3], "TD3": [0, 1, 2, 3], "REDQ": [0, 1]}
 RUNS = {
     # RL-Baselines3-Zoo's Pendulum-v1 SAC: lr 1e-3 (it reports -157 at 20k steps).

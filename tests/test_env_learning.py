@@ -2,8 +2,12 @@
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from ajax import PPO, LoggingConfig, make_env
+
+#: Learning runs of minutes: outside the quick tier (`pytest -m "not slow"`).
+pytestmark = pytest.mark.slow
 
 
 def test_ppo_beats_brax_bar_on_brax_fast(tmp_path):

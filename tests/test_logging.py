@@ -18,6 +18,7 @@ def _csv_rows(path):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_rows_at_every_boundary_for_every_seed(cartpole_run):
     directory = cartpole_run.log_dir
     rows = _csv_rows(Path(directory) / "metrics.csv")

@@ -1,8 +1,12 @@
 """PPO learns: the returns its references report, as the mean over 4 seeds of one vmapped run."""
 
 import numpy as np
+import pytest
 
 from ajax import PPO, LoggingConfig, evaluate
+
+#: Learning runs of minutes: outside the quick tier (`pytest -m "not slow"`).
+pytestmark = pytest.mark.slow
 
 
 def test_ppo_solves_cartpole_within_200k_steps(cartpole_run):

@@ -1,6 +1,11 @@
 """DQN and PQN learn CartPole: the mean over the seeds of one vmapped run."""
 
+import pytest
+
 from ajax import DQN, PQN, LoggingConfig
+
+#: Learning runs of minutes: outside the quick tier (`pytest -m "not slow"`).
+pytestmark = pytest.mark.slow
 
 
 def test_double_dqn_solves_cartpole_within_100k_steps(tmp_path):

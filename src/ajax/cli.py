@@ -58,6 +58,13 @@ def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
     parser.add_argument("--num-episode-test", type=int, default=10, help="episodes per evaluation")
     parser.add_argument("--tensorboard", action="store_true", help="also write TensorBoard files")
     parser.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
+    parser.add_argument(
+        "--hang-floor-s",
+        type=float,
+        default=None,
+        help="seconds a segment may take, at the least, before the run is declared hung and "
+        "stopped (default: ajax.Watchdog's, 600; a segment may also take 20x the median)",
+    )
     if agent_cls is not None:
         _add_hyperparameter_flags(parser, agent_cls.Config)
     return parser
@@ -79,7 +86,7 @@ def _env_params(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def _train(argv: Sequence[str]) -> int:
-    from ajax import AGENTS, LoggingConfig
+    from ajax import AGENTS, LoggingConfig, RunHungError, Watchdog
     from ajax.plotting import plot_learning_curve
 
     name = next((a for a in argv if not a.startswith("-")), None)
@@ -156,8 +163,9 @@ def _train(argv: Sequence[str]) -> int:
                 num_episode_test=args.num_episode_test,
                 logging_config=logging_config,
                 progress=progress,
+                watchdog=None if args.hang_floor_s is None else Watchdog(floor_s=args.hang_floor_s),
             )
-        except ValueError as error:
+        except (ValueError, RunHungError) as error:
             console.print(f"[red]{error}[/red]")
             return 2
 
