@@ -78,7 +78,7 @@ def test_cache_info_and_prune(cache_env, capsys):
 
 def test_a_bad_hang_floor_is_refused_before_training(capsys):
     code = main(
-        ["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "256"] + ["--hang-floor-s", "0"]
+        ["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "256", "--hang-floor-s", "0"]
     )
     assert code == 2
     assert "floor_s must be a positive number" in capsys.readouterr().out

@@ -8,6 +8,7 @@ import pytest
 
 from ajax import make_env
 from ajax.envs import Box, Discrete, Env
+from ajax.envs.core import SEED_AXIS
 from ajax.envs.wrappers import (
     ActionMap,
     AutoReset,
@@ -145,6 +146,23 @@ def test_auto_reset_skips_the_reset_computation_behind_a_cond():
     state, _ = env.reset(jax.random.PRNGKey(0))
     jaxpr = jax.make_jaxpr(env.step)(jax.random.PRNGKey(1), state, jnp.zeros(3, jnp.int32))
     assert "cond" in str(jaxpr)
+
+
+def test_the_reset_stays_behind_a_cond_under_the_vmap_over_seeds():
+    # A cond whose predicate is batched becomes a select computing both branches; the run's
+    # vmap over seeds is named, so AutoReset reduces its predicate over the seeds first.
+    env = AutoReset(VectorEnv(_Countdown(2), 3))
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    state, _ = jax.vmap(env.reset)(keys)
+    actions = jnp.zeros((2, 3), jnp.int32)
+    named = jax.make_jaxpr(jax.vmap(env.step, axis_name=SEED_AXIS))(keys, state, actions)
+    unnamed = jax.make_jaxpr(jax.vmap(env.step))(keys, state, actions)
+    assert "cond" in str(named) and "cond" not in str(unnamed)
+    # Seeds whose copies did not end keep their state: the reset is selected per copy.
+    state = (jnp.asarray([[1, 2, 2], [2, 2, 2]]), jnp.zeros((2, 3), jnp.int32))
+    _, obs, _, terminated, *_ = jax.vmap(env.step, axis_name=SEED_AXIS)(keys, state, actions)
+    np.testing.assert_array_equal(terminated, [[True, False, False], [False, False, False]])
+    np.testing.assert_array_equal(obs[..., 0], [[2.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
 
 
 def test_action_map_sends_unit_actions_onto_the_bounds():

@@ -48,8 +48,7 @@ def test_no_program_holds_a_batched_lapack_call(name):
     agent = AGENTS[name](env_id=env_id, n_envs=2, **kwargs)
     plan = plan_run(agent, 4 * agent.steps_per_iteration, LoggingConfig(log_frequency=1))
     programs = lower_run(agent, [0, 1, 2], plan, num_episode_test=2, evaluate=True)
-    texts = [programs.init.compile().as_text()]
-    texts += [lowered.compile().as_text() for lowered in programs.segments.values()]
+    texts = [programs.init.compile().as_text(), programs.segment.compile().as_text()]
     calls = [call for text in texts for call in lapack_calls(text)]
     assert [call for call in calls if call[1] > 0] == []
     if name == "PPO":  # orthogonal initialisation: its QRs are there, one matrix at a time
@@ -88,25 +87,22 @@ def test_a_segment_that_never_returns_stops_the_run(tmp_path, monkeypatch, capfd
 
     def lower_with_a_hang(*args, **kwargs):
         programs = original(*args, **kwargs)
-        ((length, lowered),) = programs.segments.items()
         calls = []
 
         class Hanging:
             def compile(self):
-                compiled = lowered.compile()
+                compiled = programs.segment.compile()
 
-                def run(state, keys):
+                def run(state, keys, n_iterations):
                     calls.append(1)
-                    state, outputs = compiled(state, keys)
+                    state, outputs = compiled(state, keys, n_iterations)
                     if len(calls) == 3:
                         outputs = jax.tree.map(blocked, outputs)
                     return state, outputs
 
                 return run
 
-        return ajax.loop.RunPrograms(
-            programs.keys, programs.eval_keys, programs.init, {length: Hanging()}
-        )
+        return ajax.loop.RunPrograms(programs.keys, programs.eval_keys, programs.init, Hanging())
 
     monkeypatch.setattr(ajax.loop, "lower_run", lower_with_a_hang)
     config = LoggingConfig(log_frequency=512, log_dir=tmp_path, run_name="hung")

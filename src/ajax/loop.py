@@ -1,9 +1,9 @@
 """The run: one compiled program per run, vmapped over seeds, executed in segments.
 
-``train`` validates its inputs, builds the environment copies, and compiles its programs once:
-``init`` (every seed's initial state) and ``segment`` (a scan of a fixed number of agent
-iterations, then, with a logging config, an evaluation); a last segment shorter than the others
-gets a program of its own. Each segment's state is donated to the next.
+``train`` validates its inputs, builds the environment copies, and compiles two programs once:
+``init`` (every seed's initial state) and ``segment`` (a loop of agent iterations whose count
+is an argument, then, with a logging config, an evaluation). One compiled segment serves every
+segment of the run, the shorter last one too. Each segment's state is donated to the next.
 
 With a logging config the run stops at every ``log_frequency`` boundary (rounded down to whole
 iterations); the segment's evaluation and training metrics come back to Python and go to the
@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax.buffers import ReplayBuffer
+from ajax.envs.core import SEED_AXIS
 from ajax.evaluation import build_env, run_episodes
 from ajax.logging import LoggingConfig, LogWriter, run_directory
 from ajax.memory import available_bytes, check_fits, human
@@ -124,28 +125,26 @@ def init_program(agent: Any, env: Any, n_iterations: int) -> Callable:
     return jax.jit(lambda keys: jax.lax.map(lambda k: agent.init(k, env, n_iterations), keys))
 
 
-def _segment_program(
-    agent: Any, train_env: Any, eval_env: Any | None, n_iterations: int
-) -> Callable:
+def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callable:
     """The per-seed segment: ``n_iterations`` agent iterations, then an optional evaluation.
 
-    The iteration count is compiled in, so every loop in the program has a trip count known
-    at compile time. With the count as a runtime argument (a while loop whose condition XLA
-    evaluates on each trip) runs on a 2-core CPU intermittently never finished: every XLA
-    worker idle, the caller waiting forever (benchmarks/stall_repro.py reproduced it with
-    a data-dependent evaluation loop).
+    The iteration count is an argument, so one compiled program serves segments of any length
+    and runs of any budget. (It was compiled in for a while, blamed for stalls that were the
+    batched-QR deadlock of ``init_program``: 200 stress runs with the count as an argument
+    and that deadlock removed finished, and the argument measured faster, see
+    PERFORMANCE_REPORT.md.)
     """
 
-    def segment(state, eval_key):
+    def segment(state, eval_key, n_iterations):
         _, metric_shapes = jax.eval_shape(lambda s: agent.iteration(s, train_env), state)
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
 
-        def body(carry, _):
+        def body(_, carry):
             state, sums = carry
             state, metrics = agent.iteration(state, train_env)
-            return (state, jax.tree.map(jnp.add, sums, metrics)), None
+            return state, jax.tree.map(jnp.add, sums, metrics)
 
-        (state, sums), _ = jax.lax.scan(body, (state, zeros), length=n_iterations)
+        state, sums = jax.lax.fori_loop(0, n_iterations, body, (state, zeros))
         outputs = {"sums": sums}
         if eval_env is not None:
             returns, lengths = run_episodes(
@@ -184,15 +183,14 @@ class RunPrograms:
     keys: jax.Array
     eval_keys: jax.Array
     init: jax.stages.Lowered
-    #: One program per distinct segment length: the full segments share one, and a shorter
-    #: last segment (a budget that is not a whole number of segments) gets its own.
-    segments: dict[int, jax.stages.Lowered]
+    #: ``segment(state, eval_keys, n_iterations)``, for segments of any length.
+    segment: jax.stages.Lowered
 
 
 def lower_run(
     agent: Any, seeds: list[int], plan: RunPlan, num_episode_test: int, evaluate: bool
 ) -> RunPrograms:
-    """Trace and lower every program of a run; refuses, before lowering the segments, a run
+    """Trace and lower the run's two programs; refuses, before lowering the segment, a run
     whose state cannot fit in memory."""
     train_env = build_env(agent, agent.n_envs)
     eval_env = build_env(agent, num_episode_test).for_evaluation() if evaluate else None
@@ -201,13 +199,15 @@ def lower_run(
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
     state_shape = jax.eval_shape(init, keys)
     check_memory(state_shape, len(seeds))
-    segments = {
-        length: jax.jit(
-            jax.vmap(_segment_program(agent, train_env, eval_env, length)), donate_argnums=0
-        ).lower(state_shape, eval_keys)
-        for length in sorted(set(plan.segment_lengths))
-    }
-    return RunPrograms(keys, eval_keys, init.lower(keys), segments)
+    segment = jax.jit(
+        jax.vmap(
+            _segment_program(agent, train_env, eval_env),
+            in_axes=(0, 0, None),
+            axis_name=SEED_AXIS,
+        ),
+        donate_argnums=0,
+    ).lower(state_shape, eval_keys, jnp.int32(0))
+    return RunPrograms(keys, eval_keys, init.lower(keys), segment)
 
 
 def train(
@@ -246,7 +246,7 @@ def train(
     start = time.perf_counter()
     programs = lower_run(agent, seeds, plan, num_episode_test, logging_config is not None)
     init_compiled = programs.init.compile()
-    segments = {length: lowered.compile() for length, lowered in programs.segments.items()}
+    segment = programs.segment.compile()
     keys, eval_keys = programs.keys, programs.eval_keys
     compile_s = time.perf_counter() - start
 
@@ -304,8 +304,8 @@ def train(
             where = f"segment {index + 1} of {len(plan.segment_lengths)}"
             started = time.perf_counter()
             state, outputs = watched(
-                segments[length],
-                (state, segment_keys),
+                segment,
+                (state, segment_keys, jnp.int32(length)),
                 f"{where} (timesteps {first} to {first + length * steps})",
                 durations,
             )

@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ajax.envs.core import SEED_AXIS
+
 _STATE_FILE = "state.msgpack"
 _META_FILE = "result.json"
 
@@ -170,4 +172,4 @@ def evaluate(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.n
         returns, _ = run_episodes(agent, env, state.params, key, state.env_state)
         return returns.mean()
 
-    return np.asarray(jax.jit(jax.vmap(one))(result.state, keys))
+    return np.asarray(jax.jit(jax.vmap(one, axis_name=SEED_AXIS))(result.state, keys))

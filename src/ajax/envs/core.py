@@ -20,6 +20,10 @@ import jax
 
 from ajax.envs.spaces import Space
 
+#: The axis name of the run's vmap over seeds. Code below it can reduce over all seeds with
+#: it (``AutoReset`` asks whether any copy of any seed needs a reset).
+SEED_AXIS = "seeds"
+
 StepResult = tuple[Any, jax.Array, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]
 
 

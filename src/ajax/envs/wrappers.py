@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from ajax.envs.core import Env, StepResult, Wrapper
+from ajax.envs.core import SEED_AXIS, Env, StepResult, Wrapper
 from ajax.envs.spaces import Box
 
 
@@ -47,13 +47,12 @@ class AutoReset(Wrapper):
 
     The reset is computed only on steps where some copy's episode ended (``lax.cond``), so
     environments with costly resets do not pay for them every step. Under a batch transform
-    (the run's vmap over seeds) JAX turns the cond into a select and computes both branches.
-    Reducing the predicate over the seeds (``pmax`` on a named seed axis) keeps the cond, but
-    a real conditional in the training program stalled XLA's CPU runtime twice in one test
-    suite (every worker idle, the caller waiting), like the data-dependent loops in
-    ``ajax.loop``, so the select stays. An environment with ``differentiable_reset`` gets the
-    reset computed on every step and selected, so that gradients through a rollout also flow
-    through its resets.
+    JAX turns a cond whose predicate differs between the batch members into a select that
+    computes both branches, so under the run's vmap over seeds (the axis ``SEED_AXIS``) the
+    predicate is reduced over the seeds first: the reset is computed when any copy of any
+    seed needs it. An environment with ``differentiable_reset`` gets the reset computed on
+    every step and selected, so that gradients through a rollout also flow through its
+    resets.
     """
 
     def step(self, key: jax.Array, state: Any, action: jax.Array) -> StepResult:
@@ -70,9 +69,20 @@ class AutoReset(Wrapper):
         if self.differentiable_reset:
             next_state, next_obs = reset_done((state, obs))
         else:
-            next_state, next_obs = jax.lax.cond(done.any(), reset_done, lambda c: c, (state, obs))
+            next_state, next_obs = jax.lax.cond(
+                _any_over_seeds(done), reset_done, lambda c: c, (state, obs)
+            )
         info = {**info, "final_obs": obs}
         return next_state, next_obs, reward, terminated, truncated, info
+
+
+def _any_over_seeds(done: jax.Array) -> jax.Array:
+    """Whether any copy ended, in any seed when under the run's vmap over seeds."""
+    any_done = done.any().astype(jnp.int32)
+    try:
+        return jax.lax.pmax(any_done, SEED_AXIS) > 0
+    except NameError:  # Not under the run's vmap (a bare environment, a user's own loop).
+        return any_done > 0
 
 
 def _expand(mask: jax.Array, like: jax.Array) -> jax.Array:
