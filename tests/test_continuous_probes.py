@@ -25,6 +25,8 @@ NO_ENTROPY = dict(autotune_alpha=False, initial_alpha=1e-4)
 AGENTS = {"SAC": SAC, "TD3": TD3, "REDQ": REDQ}
 # REDQ makes 20 updates of 10 critics per step, so it needs (and gets) fewer steps.
 STEPS = {"SAC": 1024, "TD3": 1024, "REDQ": 384}
+#: REDQ's probes take about 20 s each: outside the quick tier.
+NAMES = [pytest.param(n, marks=pytest.mark.slow) if n == "REDQ" else n for n in sorted(AGENTS)]
 
 
 def _train(name, env, gamma=0.99, value_probe=True):
@@ -39,13 +41,13 @@ def _q(agent, params, obs, action):
     return np.asarray(jax.vmap(lambda p: agent.q_values(p["critic"], obs, action))(params))
 
 
-@pytest.mark.parametrize("name", sorted(AGENTS))
+@pytest.mark.parametrize("name", NAMES)
 def test_critics_learn_a_constant_reward(name):
     agent, params = _train(name, ConstantReward(continuous=True))
     np.testing.assert_allclose(_q(agent, params, [[1.0]] * 3, [[-0.8], [0.0], [0.8]]), 1, atol=0.1)
 
 
-@pytest.mark.parametrize("name", sorted(AGENTS))
+@pytest.mark.parametrize("name", NAMES)
 def test_critics_read_the_observation(name):
     agent, params = _train(name, ObservationReward(continuous=True))
     q = _q(agent, params, [[1.0], [-1.0]], [[0.3], [0.3]])
@@ -53,7 +55,7 @@ def test_critics_read_the_observation(name):
     np.testing.assert_allclose(q[..., 1], -1.0, atol=0.1)
 
 
-@pytest.mark.parametrize("name", sorted(AGENTS))
+@pytest.mark.parametrize("name", NAMES)
 def test_critics_discount_over_two_steps(name):
     agent, params = _train(name, TwoStep(continuous=True), gamma=0.5)
     q = _q(agent, params, [[1.0], [-1.0]], [[0.0], [0.0]])
@@ -61,7 +63,7 @@ def test_critics_discount_over_two_steps(name):
     np.testing.assert_allclose(q[..., 1], 1.0, atol=0.1)
 
 
-@pytest.mark.parametrize("name", sorted(AGENTS))
+@pytest.mark.parametrize("name", NAMES)
 def test_policy_finds_the_rewarded_action(name):
     agent, params = _train(name, ActionReward(continuous=True), value_probe=False)
     obs = jnp.ones((1, 1))
