@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from records import emit
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 METRICS = ("execution_sps", "whole_run_sps", "compile_s")
@@ -93,10 +95,7 @@ def main() -> None:
         summary["log_frequency"] = args.log_frequency
         summary |= {f"a_{m}": a[m] for m in METRICS} | {f"b_{m}": b[m] for m in METRICS}
         summary |= {f"change_{m}": b[m] / a[m] - 1 for m in METRICS}
-        print(json.dumps(summary), flush=True)
-        if args.out:
-            with open(args.out, "a") as f:
-                f.write(json.dumps(summary) + "\n")
+        emit(summary, args.out)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ run a run costs its tracing and execution, which is where a hang can strike.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import selectors
@@ -34,6 +33,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from records import emit
 
 HERE = Path(__file__).resolve().parent
 
@@ -183,10 +184,7 @@ def main() -> None:
         worker(args.worker[0], int(args.worker[1]), int(args.worker[2]))
         return
     summary = supervise(args) | {"label": args.label}
-    print(json.dumps(summary), flush=True)
-    if args.out:
-        with open(args.out, "a") as f:
-            f.write(json.dumps(summary) + "\n")
+    emit(summary, args.out)
 
 
 if __name__ == "__main__":
