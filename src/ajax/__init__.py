@@ -1,7 +1,7 @@
 """Ajax: Agents in JAX.
 
-One ``train`` call compiles a whole run (environment, agent, evaluation) into one XLA program,
-vmapped over seeds. Importing ajax points JAX's persistent compile cache at
+One ``train`` call compiles a whole run (environment, agent, evaluation) into two XLA
+programs, the seeds' initialisation and a segment the run repeats, vmapped over seeds. Importing ajax points JAX's persistent compile cache at
 ``~/.cache/ajax/jax_compile_cache`` (see ``ajax._compile_cache``).
 """
 
