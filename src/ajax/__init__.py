@@ -1,8 +1,9 @@
 """Ajax: Agents in JAX.
 
 One ``train`` call compiles a whole run (environment, agent, evaluation) into two XLA
-programs, the seeds' initialisation and a segment the run repeats, vmapped over seeds. Importing ajax points JAX's persistent compile cache at
-``~/.cache/ajax/jax_compile_cache`` (see ``ajax._compile_cache``).
+programs, the seeds' initialisation and a segment the run repeats, vmapped over seeds.
+Importing ajax points JAX's persistent compile cache at ``~/.cache/ajax/jax_compile_cache``
+(see ``ajax._compile_cache``).
 """
 
 from ajax import _compile_cache

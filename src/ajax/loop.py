@@ -1,4 +1,4 @@
-"""The run: one compiled program per run, vmapped over seeds, executed in segments.
+"""The run: two compiled programs, vmapped over seeds, executed in segments.
 
 ``train`` validates its inputs, builds the environment copies, and compiles two programs once:
 ``init`` (every seed's initial state) and ``segment`` (a loop of agent iterations whose count
