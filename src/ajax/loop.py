@@ -283,14 +283,17 @@ def train(
         if progress is not None:
             progress(timestep, total, {k: float(np.nanmean(v)) for k, v in summary.items()})
 
-    def watched(program: Callable, args: tuple, what: str, earlier_s: list[float]) -> Any:
-        """``program(*args)``, computed; stops the run if it hangs (see ajax.watchdog)."""
-        limit_s = watchdog.limit_s(earlier_s)
+    def watched(program: Callable, args: tuple, what: str, durations: list[float]) -> Any:
+        """``program(*args)``, computed, its time appended to ``durations`` (the earlier
+        programs of its kind, which set its limit); stops the run if it hangs (see
+        ajax.watchdog)."""
+        limit_s = watchdog.limit_s(durations)
         started = time.perf_counter()
         finished, result = call_watched(program, *args, limit_s=limit_s)
         if not finished:
             stacks = dump_stacks(None if writer is None else writer.directory)
             raise hang_error(what, time.perf_counter() - started, limit_s, stacks)
+        durations.append(time.perf_counter() - started)
         return result
 
     run_start = time.perf_counter()
@@ -300,22 +303,21 @@ def train(
         durations: list[float] = []
         for index, length in enumerate(plan.segment_lengths):
             segment_keys = jax.vmap(lambda k, i=index: jax.random.fold_in(k, i))(eval_keys)
-            first, steps = iterations_done * plan.steps_per_iteration, plan.steps_per_iteration
+            first = iterations_done * plan.steps_per_iteration
+            last = (iterations_done + length) * plan.steps_per_iteration
             where = f"segment {index + 1} of {len(plan.segment_lengths)}"
-            started = time.perf_counter()
             state, outputs = watched(
                 segment,
                 (state, segment_keys, jnp.int32(length)),
-                f"{where} (timesteps {first} to {first + length * steps})",
+                f"{where} (timesteps {first} to {last})",
                 durations,
             )
-            durations.append(time.perf_counter() - started)
             iterations_done += length
             # One segment in flight at a time: its few scalars are fetched before the next is
             # dispatched (the rows are written by the writer thread). Overlapping segments
             # gained nothing measurable on a CPU, and with both queued on XLA's CPU thread
             # pool a run was once seen to stall on a 2-core machine.
-            record(iterations_done * plan.steps_per_iteration, length, outputs)
+            record(last, length, outputs)
     finally:
         # On normal end, on an error and on Ctrl-C alike, every row recorded so far is
         # written before the writer closes.
