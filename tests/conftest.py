@@ -1,6 +1,12 @@
 """Shared fixtures. Tests run on the CPU with a compile cache of their own, so they neither
-read nor fill the user's cache; runs that several tests inspect are trained once."""
+read nor fill the user's cache; runs that several tests inspect are trained once.
 
+The learning tests take their seeds from the ``seeds`` fixture and check their bars through
+the ``bar`` fixture, so that ``benchmarks/learning_robustness.py`` can rerun them on other
+seeds (``--seed-offset``) and collect how far each result lies from its bar
+(``--margins FILE``)."""
+
+import json
 import os
 import tempfile
 
@@ -13,16 +19,72 @@ import ajax
 from ajax import PPO, LoggingConfig
 
 #: PureJaxRL's CartPole configuration (the PPO defaults), 4 seeds, 200k steps.
-CARTPOLE_SEEDS = [0, 1, 2, 3]
 CARTPOLE_STEPS = 200_000
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--seed-offset",
+        type=int,
+        default=0,
+        help="shift every learning test's seeds by this much (seeds 0-3 become 4-7 with 4)",
+    )
+    parser.addoption(
+        "--margins",
+        default=None,
+        help="append each learning bar's value, bar and margin to this JSON-lines file",
+    )
+
+
+def _seed_list(config, n):
+    offset = config.getoption("--seed-offset")
+    return list(range(offset, offset + n))
+
+
+@pytest.fixture
+def seeds(request):
+    """``seeds(n)``: the n seeds a learning test runs, 0..n-1 unless ``--seed-offset``."""
+    return lambda n: _seed_list(request.config, n)
+
+
+class Bars:
+    """Checks a learning result against its bar, and records the margin when asked."""
+
+    def __init__(self, request):
+        self._path = request.config.getoption("--margins")
+        self._test = request.node.nodeid
+        self._seeds = _seed_list(request.config, 1)[0]
+
+    def at_least(self, what, value, bar, context=None):
+        """Assert ``value >= bar``; ``what`` names the statistic (e.g. "final 4-seed mean")."""
+        value = float(value)
+        if self._path:
+            row = {
+                "test": self._test,
+                "what": what,
+                "value": round(value, 2),
+                "bar": bar,
+                "margin": round(value - bar, 2),
+                "seed_offset": self._seeds,
+                "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                "context": None if context is None else [round(float(x), 1) for x in context],
+            }
+            with open(self._path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        assert value >= bar, f"{what}: {value:.2f} < {bar}; {context}"
+
+
+@pytest.fixture
+def bar(request):
+    return Bars(request)
+
+
 @pytest.fixture(scope="session")
-def cartpole_run(tmp_path_factory):
+def cartpole_run(tmp_path_factory, request):
     """PPO on CartPole-v1 over four seeds in one vmapped, logged run."""
     log_dir = tmp_path_factory.mktemp("runs")
     result = PPO(env_id="CartPole-v1", n_envs=4).train(
-        seed=CARTPOLE_SEEDS,
+        seed=_seed_list(request.config, 4),
         n_timesteps=CARTPOLE_STEPS,
         num_episode_test=10,
         logging_config=LoggingConfig(log_frequency=20_000, log_dir=log_dir, run_name="cartpole"),

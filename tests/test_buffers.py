@@ -35,6 +35,22 @@ def test_sample_draws_only_filled_rows():
     assert sample["obs"].shape == (500, 3)
 
 
+def test_sequences_follow_one_copy_and_stay_within_what_was_written():
+    # Two copies; the step t of copy c stores action 10*t + c. Capacity 7 is not a multiple
+    # of the copies, and 9 steps (18 rows) wrap it twice.
+    buffer = ReplayBuffer.create(_example(), capacity=7)
+    for t in range(9):
+        actions = jnp.asarray([10 * t, 10 * t + 1])
+        buffer = buffer.add({"obs": jnp.zeros((2, 3)), "action": actions})
+    runs = np.asarray(buffer.sample_sequences(jax.random.PRNGKey(0), 400, 3, stride=2)["action"])
+    assert runs.shape == (400, 3)
+    np.testing.assert_array_equal(np.diff(runs, axis=1), 10)
+    # The 7 newest rows are steps 5.5-8; a run of 3 steps must start at step 6 or later (copy
+    # 1 of step 5 is the oldest row, and its run would need step 7's copy 1 too: allowed).
+    starts = set(runs[:, 0].tolist())
+    assert starts == {51, 60, 61}, starts
+
+
 def test_transition_bytes():
     assert transition_bytes(_example()) == 3 * 4 + 4
 
@@ -50,9 +66,10 @@ def test_memory_grows_with_seeds_and_buffer_size():
     total_one, buffer_one = state_bytes(_state_shape(small, [0]))
     total_four, buffer_four = state_bytes(_state_shape(small, [0, 1, 2, 3]))
     assert buffer_four == 4 * buffer_one and total_four == 4 * total_one
-    # obs (4 floats) twice, action, reward and terminated: 44 bytes per transition.
+    # obs (4 floats) twice, action, reward, terminated and truncated (the default 5-step
+    # runs stop at either episode end): 48 bytes per transition.
     _, buffer_large = state_bytes(_state_shape(large, [0]))
-    assert buffer_large - buffer_one == 100_000 * 44
+    assert buffer_large - buffer_one == 100_000 * 48
 
 
 def test_a_run_that_cannot_fit_is_refused_with_the_estimate():

@@ -9,7 +9,6 @@ import pytest
 
 from ajax import PPO, LoggingConfig
 
-from .conftest import CARTPOLE_SEEDS
 from .tensorboard_reader import read_scalars
 
 
@@ -21,14 +20,15 @@ def _csv_rows(path):
 @pytest.mark.slow
 def test_rows_at_every_boundary_for_every_seed(cartpole_run):
     directory = cartpole_run.log_dir
+    seeds = cartpole_run.seeds
     rows = _csv_rows(Path(directory) / "metrics.csv")
     timesteps = sorted({int(r["timestep"]) for r in rows})
     # 200k steps of 512 per iteration: 390 iterations, a boundary every 39 (19,968 steps).
     assert timesteps == [19_968 * k for k in range(1, 11)]
-    assert len(rows) == 10 * len(CARTPOLE_SEEDS)
-    assert {int(r["seed"]) for r in rows} == set(CARTPOLE_SEEDS)
+    assert len(rows) == 10 * len(seeds)
+    assert {int(r["seed"]) for r in rows} == set(seeds)
     csv_returns = np.array(
-        [[float(r["episode_return"]) for r in rows if int(r["seed"]) == s] for s in CARTPOLE_SEEDS]
+        [[float(r["episode_return"]) for r in rows if int(r["seed"]) == s] for s in seeds]
     )
     np.testing.assert_allclose(csv_returns, cartpole_run.evaluations["episode_return"], rtol=1e-6)
     lines = [json.loads(x) for x in (Path(directory) / "metrics.jsonl").read_text().splitlines()]
@@ -36,7 +36,7 @@ def test_rows_at_every_boundary_for_every_seed(cartpole_run):
         lines[0]
     )
     config = json.loads((Path(directory) / "config.json").read_text())
-    assert config["agent"] == "PPO" and config["seeds"] == CARTPOLE_SEEDS
+    assert config["agent"] == "PPO" and config["seeds"] == seeds
 
 
 @pytest.fixture(scope="module")

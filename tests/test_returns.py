@@ -63,6 +63,30 @@ def test_td_target_bootstraps_unless_terminated():
     np.testing.assert_allclose(target, [10.0, 1.0])
 
 
+def test_n_step_returns_stop_at_the_first_episode_end():
+    from ajax.returns import n_step_returns
+
+    rewards = jnp.asarray([[1.0, 2.0, 4.0]] * 4)
+    terminated = jnp.asarray([[0.0, 0, 0], [0, 1, 0], [0, 0, 0], [0, 0, 1]])
+    truncated = jnp.asarray([[0.0, 0, 0], [0, 0, 0], [1, 0, 1], [0, 0, 0]])
+    partial, last, discount = n_step_returns(rewards, terminated, truncated, 0.5)
+    # No end: 1 + 0.5*2 + 0.25*4, bootstrapping at 0.5^3. Terminated at step 1: 1 + 0.5*2,
+    # no bootstrap. Truncated at step 0: the reward alone, bootstrapping at 0.5 from step
+    # 0's final observation. Terminated at the last step: all three, no bootstrap.
+    np.testing.assert_allclose(partial, [3.0, 2.0, 1.0, 3.0])
+    np.testing.assert_array_equal(last, [2, 1, 0, 2])
+    np.testing.assert_allclose(discount, [0.125, 0.0, 0.5, 0.0])
+
+
+def test_one_step_returns_are_the_td_target():
+    from ajax.returns import n_step_returns, td_target
+
+    reward, terminated = jnp.asarray([[1.0], [3.0]]), jnp.asarray([[0.0], [1.0]])
+    partial, _, discount = n_step_returns(reward, terminated, jnp.zeros_like(reward), 0.9)
+    expected = td_target(reward[:, 0], jnp.asarray([10.0, 10.0]), terminated[:, 0], 0.9)
+    np.testing.assert_allclose(partial + discount * 10.0, expected)
+
+
 def _lambda_reference(rewards, next_values, terminated, done, gamma, lam):
     returns = np.zeros_like(rewards)
     following = next_values[-1]

@@ -10,16 +10,16 @@ from ajax import DQN, PQN
 from .probes import ActionReward, ConstantReward, ObservationReward, TwoStep
 
 SMALL = dict(hidden_sizes=(64, 64), learning_rate=1e-3)
+REPLAY = dict(n_envs=2, train_frequency=16, gradient_steps=8, learning_starts=64, buffer_size=1024)
 AGENTS = {
-    "DQN": lambda env, gamma: DQN(
-        env_id=env,
-        n_envs=2,
-        gamma=gamma,
-        train_frequency=16,
-        gradient_steps=8,
-        learning_starts=64,
-        buffer_size=1024,
-        **SMALL,
+    # The paper's one-step target.
+    "DQN-1step": lambda env, gamma: DQN(
+        env_id=env, gamma=gamma, n_step=1, double_dqn=False, **REPLAY, **SMALL
+    ),
+    # The defaults' 5-step double-DQN target, with the dueling head: runs of 5 steps cross
+    # the probes' episode ends, where the target must stop.
+    "DQN-5step-dueling": lambda env, gamma: DQN(
+        env_id=env, gamma=gamma, dueling=True, **REPLAY, **SMALL
     ),
     "PQN": lambda env, gamma: PQN(
         env_id=env,
@@ -65,3 +65,14 @@ def test_q_separates_the_actions(name):
     q = _q(name, ActionReward(), [[1.0]])
     np.testing.assert_allclose(q[:, 0, 0], -1.0, atol=0.15)
     np.testing.assert_allclose(q[:, 0, 1], 1.0, atol=0.15)
+
+
+def test_dueling_q_values_are_the_value_plus_centred_advantages():
+    agent = DQN(env_id="CartPole-v1", dueling=True, hidden_sizes=(8,))
+    obs = jax.random.normal(jax.random.PRNGKey(1), (5, 4))
+    params = agent._init_network(jax.random.PRNGKey(0), obs)
+    out = agent.network.apply(params, obs)
+    assert out.shape == (5, 3)  # the value, then one advantage per action
+    q = agent.q_values(params, obs)
+    np.testing.assert_allclose(q.mean(-1), out[:, 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(q[:, 1] - q[:, 0], out[:, 2] - out[:, 1], rtol=1e-5, atol=1e-6)

@@ -35,9 +35,14 @@ class ReplayBuffer:
         return cls(storage, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
     @classmethod
-    def for_transitions(cls, obs: jax.Array, action: jax.Array, capacity: int) -> ReplayBuffer:
+    def for_transitions(
+        cls, obs: jax.Array, action: jax.Array, capacity: int, episode_ends: bool = False
+    ) -> ReplayBuffer:
         """An empty buffer for the transitions of a task whose one-copy observation and
-        action look like ``obs`` and ``action``: what :meth:`add_transitions` stores."""
+        action look like ``obs`` and ``action``: what :meth:`add_transitions` stores.
+
+        With ``episode_ends`` the rows also keep ``truncated``, so that a read of several
+        consecutive steps (:meth:`sample_sequences`) can stop at every episode boundary."""
         example = {
             "obs": obs,
             "action": action,
@@ -45,20 +50,23 @@ class ReplayBuffer:
             "terminated": jnp.zeros(()),
             "next_obs": obs,
         }
+        if episode_ends:
+            example["truncated"] = jnp.zeros(())
         return cls.create(example, capacity)
 
     def add_transitions(self, transition: Any) -> ReplayBuffer:
         """Store one step of every copy (an :class:`ajax.acting.Transition`): what a
         one-step target needs, with the true next observation where an episode ended."""
-        return self.add(
-            {
-                "obs": transition.obs,
-                "action": transition.action,
-                "reward": transition.reward,
-                "terminated": transition.terminated.astype(jnp.float32),
-                "next_obs": transition.next_obs,
-            }
-        )
+        batch = {
+            "obs": transition.obs,
+            "action": transition.action,
+            "reward": transition.reward,
+            "terminated": transition.terminated.astype(jnp.float32),
+            "next_obs": transition.next_obs,
+        }
+        if "truncated" in self.storage:
+            batch["truncated"] = transition.truncated.astype(jnp.float32)
+        return self.add(batch)
 
     def add(self, batch: Any) -> ReplayBuffer:
         """Write a batch of transitions (leading axis: one per environment copy)."""
@@ -74,6 +82,19 @@ class ReplayBuffer:
     def sample(self, key: jax.Array, batch_size: int) -> Any:
         """``batch_size`` transitions drawn uniformly, with replacement, from the filled rows."""
         rows = jax.random.randint(key, (batch_size,), 0, jnp.maximum(self.size, 1))
+        return jax.tree.map(lambda s: s[rows], self.storage)
+
+    def sample_sequences(self, key: jax.Array, batch_size: int, length: int, stride: int) -> Any:
+        """``batch_size`` runs of ``length`` consecutive steps of one environment copy, drawn
+        uniformly from those wholly written: leaves shaped [batch_size, length, ...].
+
+        ``stride`` is the number of rows one step writes (the number of copies): row ``r``
+        and row ``r + stride`` are the same copy one step apart. Runs may cross episode
+        boundaries; the stored ``terminated``/``truncated`` flags say where."""
+        span = (length - 1) * stride
+        oldest = (self.position - self.size) % self.capacity
+        starts = jax.random.randint(key, (batch_size,), 0, jnp.maximum(self.size - span, 1))
+        rows = (oldest + starts[:, None] + stride * jnp.arange(length)) % self.capacity
         return jax.tree.map(lambda s: s[rows], self.storage)
 
 

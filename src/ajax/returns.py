@@ -44,6 +44,29 @@ def td_target(
     return reward + gamma * (1.0 - terminated) * next_value
 
 
+def n_step_returns(
+    rewards: jax.Array, terminated: jax.Array, truncated: jax.Array, gamma: float
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Discounted sums over runs of n consecutive steps [..., n] that stop at the first
+    episode end (Sutton 1988; the multi-step targets of Hessel et al. 2018, "Rainbow").
+
+    Returns ``(partial_return, last, bootstrap_discount)``: the sum of ``gamma^k r_k`` over
+    the steps used, the index of the last step used (the first that ended an episode, or the
+    run's last), and the factor on the value of that step's true next observation:
+    ``gamma^(last + 1)``, or 0 where that step terminated. With n = 1 this is
+    :func:`td_target`'s target.
+    """
+    n = rewards.shape[-1]
+    ends = jnp.logical_or(terminated > 0, truncated > 0).astype(jnp.int32)
+    used = (jnp.cumsum(ends, axis=-1) - ends) == 0
+    discounts = gamma ** jnp.arange(n, dtype=rewards.dtype)
+    partial_return = jnp.sum(jnp.where(used, discounts * rewards, 0.0), axis=-1)
+    last = jnp.sum(used, axis=-1) - 1
+    last_terminated = jnp.take_along_axis(terminated, last[..., None], -1)[..., 0]
+    bootstrap_discount = gamma ** (last + 1).astype(rewards.dtype) * (1.0 - last_terminated)
+    return partial_return, last, bootstrap_discount
+
+
 def lambda_returns(
     rewards: jax.Array,
     next_values: jax.Array,

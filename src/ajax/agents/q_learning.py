@@ -22,13 +22,23 @@ class QLearningAgent(Agent):
 
     action_spaces = (Discrete,)
 
-    def _build_network(self, **mlp_options: Any) -> None:
+    def _build_network(self, dueling: bool = False, **mlp_options: Any) -> None:
+        """The Q-network; with ``dueling`` its last layer has one more unit, the state value
+        (Wang et al. 2016, "Dueling Network Architectures for Deep Reinforcement Learning")."""
         c = self.config
-        self.network = MLP(c.hidden_sizes, self.env.action_space.n, c.activation, **mlp_options)
+        self._dueling = dueling
+        n_out = self.env.action_space.n + int(dueling)
+        self.network = MLP(c.hidden_sizes, n_out, c.activation, **mlp_options)
 
     def q_values(self, params: Any, obs: jax.Array) -> jax.Array:
         """Q(obs, a) for every action a: [..., actions]."""
-        return self.network.apply(params, self._flat(obs))
+        out = self.network.apply(params, self._flat(obs))
+        if not self._dueling:
+            return out
+        # The paper's equation 9: the advantages are centred on their mean, which pins down
+        # the split between value and advantage.
+        value, advantage = out[..., :1], out[..., 1:]
+        return value + advantage - advantage.mean(-1, keepdims=True)
 
     def act(self, params, obs, key, deterministic):
         epsilon = 0.0 if deterministic else self.config.final_epsilon
