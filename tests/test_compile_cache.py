@@ -10,6 +10,7 @@ import time
 
 import jax
 import jaxlib
+import pytest
 
 from ajax import _compile_cache
 
@@ -106,3 +107,34 @@ def test_a_second_process_loads_the_logged_run_from_the_cache(tmp_path):
     assert second["hits"] >= 2 and second["hits"] >= first["hits"] + 2
     assert second["returns"] == first["returns"]
     assert second["compile_s"] < first["compile_s"]
+
+
+_COMPILE_BEFORE_IMPORT = textwrap.dedent(
+    """
+    import sys
+    import jax, jax.numpy as jnp
+    if sys.argv[1] != "-":
+        jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    jax.jit(lambda x: x + 1)(jnp.ones(3)).block_until_ready()
+    import ajax
+    jax.jit(lambda x: x * 3 + 2)(jnp.ones(5)).block_until_ready()
+    """
+)
+
+
+@pytest.mark.parametrize("earlier_dir", [False, True], ids=["no-cache-before", "other-cache"])
+def test_programs_compiled_before_import_do_not_keep_the_cache_off(tmp_path, earlier_dir):
+    # JAX opens its cache at the first compile: a program compiled before `import ajax`, with
+    # or without a cache directory of the user's own, must not keep later programs out of
+    # Ajax's directory.
+    other = tmp_path / "users-own"
+    env = os.environ | {
+        "AJAX_JAX_COMPILE_CACHE_DIR": str(tmp_path / "ajax"),
+        "JAX_PLATFORMS": "cpu",
+    }
+    env.pop("AJAX_NO_COMPILE_CACHE", None)
+    earlier = str(other) if earlier_dir else "-"
+    command = [sys.executable, "-W", "error", "-c", _COMPILE_BEFORE_IMPORT, earlier]
+    subprocess.run(command, env=env, check=True)
+    entries = [p.name for p in (tmp_path / "ajax").rglob("*-cache")]
+    assert any(name.startswith("jit__lambda") for name in entries), entries

@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,11 +85,38 @@ def configure() -> Path | None:
         return None
     directory = cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
+    _release_earlier_cache(directory)
     jax.config.update("jax_compilation_cache_dir", str(directory))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     jax.config.update("jax_compilation_cache_max_size", _UNREACHABLE_MAX_BYTES)
     return directory
+
+
+def _release_earlier_cache(directory: Path) -> None:
+    """Let JAX open ``directory`` even if it already opened a cache elsewhere.
+
+    JAX opens its persistent cache once, at the first compile after a cache directory is
+    set, and keeps it: a program compiled under another ``jax_compilation_cache_dir``
+    before :func:`configure` would keep every later program out of Ajax's directory,
+    silently. JAX has no public call to reopen it, so this uses ``reset_cache`` from its
+    private module, and warns with the fix where that is gone.
+    """
+    try:
+        from jax._src import compilation_cache as jax_cache
+
+        opened = jax_cache._cache
+        if opened is None or Path(str(opened._path)) == directory:
+            return
+        jax_cache.reset_cache()
+    except (ImportError, AttributeError):
+        warnings.warn(
+            "JAX's compile cache was opened before Ajax could point it at "
+            f"{directory}, and this JAX version cannot reopen it: programs will not be "
+            "cached there. Import ajax before compiling anything, or set "
+            f"{DISABLE_ENV}=1 to silence this.",
+            stacklevel=3,
+        )
 
 
 @dataclass(frozen=True)
