@@ -54,20 +54,31 @@ TASKS: dict[str, tuple[str, dict]] = {
 
 
 def time_ajax(
-    agent_name: str, overrides: dict | None = None, log_frequency: int | None = None
+    agent_name: str,
+    overrides: dict | None = None,
+    log_frequency: int | None = None,
+    task: tuple[str, dict] | None = None,
+    n_timesteps: int = N_TIMESTEPS,
 ) -> dict[str, float]:
     """One trial: a fresh agent, one seed, no logging unless ``log_frequency`` is given (then
-    the run evaluates and logs to a temporary directory at that frequency)."""
+    the run evaluates and logs to a temporary directory at that frequency). ``task``
+    (environment id, environment parameters) replaces the agent's bench task."""
     env_id, hyperparameters = TASKS[agent_name]
+    env_params = None
+    if task is not None:
+        env_id, env_params = task
     start = time.perf_counter()
     agent = ajax.AGENTS[agent_name](
-        env_id=env_id, n_envs=N_ENVS, **(hyperparameters | (overrides or {}))
+        env_id=env_id,
+        n_envs=N_ENVS,
+        env_params=env_params,
+        **(hyperparameters | (overrides or {})),
     )
     with tempfile.TemporaryDirectory() as log_dir:
         logging_config = None
         if log_frequency is not None:
             logging_config = ajax.LoggingConfig(log_frequency=log_frequency, log_dir=log_dir)
-        result = agent.train(seed=0, n_timesteps=N_TIMESTEPS, logging_config=logging_config)
+        result = agent.train(seed=0, n_timesteps=n_timesteps, logging_config=logging_config)
     wall = time.perf_counter() - start
     steps = result.n_timesteps
     return {
