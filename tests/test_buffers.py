@@ -7,7 +7,6 @@ import pytest
 
 from ajax import DQN
 from ajax.buffers import ReplayBuffer, transition_bytes
-from ajax.evaluation import build_env
 from ajax.loop import check_memory, init_program, seed_keys, state_bytes
 
 
@@ -56,7 +55,7 @@ def test_transition_bytes():
 
 
 def _state_shape(agent, seeds):
-    env = build_env(agent, agent.n_envs)
+    env = agent.env_copies(agent.n_envs)
     return jax.eval_shape(init_program(agent, env, 1), seed_keys(seeds))
 
 
@@ -86,3 +85,4 @@ def test_train_refuses_before_compiling(monkeypatch):
     monkeypatch.setattr(ajax.loop, "available_bytes", lambda: 1_000)
     with pytest.raises(MemoryError, match="Lower buffer_size"):
         DQN(env_id="CartPole-v1").train(seed=[0, 1], n_timesteps=1_000)
+

@@ -38,7 +38,7 @@ def _train(name, env, gamma=0.99, value_probe=True):
 def _q(agent, params, obs, action):
     obs, action = jnp.asarray(obs, jnp.float32), jnp.asarray(action, jnp.float32)
     # [seeds, critics, len(obs)]
-    return np.asarray(jax.vmap(lambda p: agent.q_values(p["critic"], obs, action))(params))
+    return np.asarray(jax.vmap(lambda p: agent.q_values(p, obs, action))(params))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -67,7 +67,9 @@ def test_critics_discount_over_two_steps(name):
 def test_policy_finds_the_rewarded_action(name):
     agent, params = _train(name, ActionReward(continuous=True), value_probe=False)
     obs = jnp.ones((1, 1))
-    action = jax.vmap(lambda p: agent.act(p, obs, jax.random.key(0), deterministic=True))(params)
+    action = jax.vmap(lambda p: agent.act(p, obs, (), jax.random.key(0), deterministic=True)[0])(
+        params
+    )
     np.testing.assert_allclose(np.asarray(action)[..., 0], 0.5, atol=0.1)
     q = _q(agent, params, [[1.0], [1.0]], [[0.5], [-0.5]])
     np.testing.assert_allclose(q[..., 0], 1.0, atol=0.15)

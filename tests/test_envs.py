@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ajax import make_env
-from ajax.envs import Box, Discrete, Env
+from ajax.envs import Box, Discrete, Env, from_gymnax
 from ajax.envs.core import SEED_AXIS
 from ajax.envs.wrappers import (
     ActionMap,
@@ -67,6 +67,34 @@ def test_unknown_id_names_the_closest_ids():
     assert "ajax list" in str(error.value)
     with pytest.raises(ValueError, match="Unknown environment id"):
         make_env("nosuchfamily/CartPole-v1")
+
+
+def test_a_gymnax_object_steps_as_its_registered_id():
+    upstream, params = gymnax.make("CartPole-v1")
+    own = from_gymnax(upstream, params.replace(max_steps_in_episode=20), env_id="MyCartPole")
+    registered = make_env("CartPole-v1", max_steps_in_episode=20)
+    assert own.env_id == "MyCartPole" and own.max_episode_steps == 20
+    assert own.action_space == registered.action_space
+    key = jax.random.PRNGKey(3)
+    (state, obs), (ref_state, ref_obs) = own.reset(key), registered.reset(key)
+    np.testing.assert_array_equal(obs, ref_obs)
+    for _ in range(25):
+        key, step_key = jax.random.split(key)
+        action = jnp.int32(1)
+        state, obs, reward, terminated, truncated, _ = own.step(step_key, state, action)
+        ref = registered.step(step_key, ref_state, action)
+        ref_state = ref[0]
+        for mine, theirs in zip((obs, reward, terminated, truncated), ref[1:5], strict=True):
+            np.testing.assert_array_equal(mine, theirs)
+    assert from_gymnax(upstream).max_episode_steps == 500
+
+
+def test_from_gymnax_refuses_what_is_not_a_gymnax_environment():
+    with pytest.raises(TypeError, match="lacks reset_env, step_env"):
+        from_gymnax(object())
+    upstream, _ = gymnax.make("CartPole-v1")
+    with pytest.raises(TypeError, match="max_steps_in_episode"):
+        from_gymnax(upstream, {"gravity": 9.8})
 
 
 def test_an_env_instance_passes_through():

@@ -10,7 +10,6 @@ import pytest
 
 import ajax
 from ajax import AGENTS, PPO, LoggingConfig, RunHungError, Watchdog
-from ajax.evaluation import build_env
 from ajax.loop import init_program, lower_run, plan_run, seed_keys
 
 #: Small settings that keep every agent's programs quick to compile; the programs have the
@@ -24,6 +23,11 @@ SMALL = {
     "REDQ": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
 }
 
+
+def test_the_guard_covers_every_agent():
+    assert set(SMALL) == set(AGENTS)
+
+
 _LAPACK = re.compile(r'custom_call_target="(lapack_\w+)".*?num_batch_dims="(\d+)"')
 
 
@@ -35,7 +39,7 @@ def lapack_calls(hlo_text: str) -> list[tuple[str, int]]:
 def test_the_guard_sees_a_batched_qr():
     """The check can fail: vmapping the seeds' initialisation batches PPO's orthogonal QRs."""
     agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
-    env = build_env(agent, 2)
+    env = agent.env_copies(2)
     vmapped = jax.jit(jax.vmap(lambda k: agent.init(k, env, 1)))
     calls = lapack_calls(vmapped.lower(seed_keys([0, 1, 2])).compile().as_text())
     assert any(batch > 0 for _, batch in calls)
@@ -61,7 +65,7 @@ def test_no_program_holds_a_batched_lapack_call(name):
 
 def test_initial_state_of_a_seed_is_the_same_in_any_batch():
     agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
-    init = init_program(agent, build_env(agent, 2), 1)
+    init = init_program(agent, agent.env_copies(2), 1)
     batch, alone = init(seed_keys([4, 9, 2])), init(seed_keys([9]))
     for a, b in zip(jax.tree.leaves(batch), jax.tree.leaves(alone), strict=True):
         np.testing.assert_array_equal(a[1], b[0])

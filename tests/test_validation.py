@@ -60,6 +60,15 @@ from ajax.cli import main
             r"n_target_critics=12 exceeds n_critics=10.*at most 10",
         ),
         (
+            # REDQ only overrides SAC's default; the range is SAC's, declared once.
+            lambda: REDQ(env_id="Pendulum-v1", gradient_steps=0),
+            r"gradient_steps=0 is out of range: it must be >= 1. The default is 20 \(critic",
+        ),
+        (
+            lambda: PQN(env_id="CartPole-v1", learning_rate=0.0),
+            r"learning_rate=0.0 is out of range: it must be > 0.0. The default is 0.0001 \(RAdam",
+        ),
+        (
             lambda: TD3(env_id="Pendulum-v1", gradient_steps=3, policy_delay=2),
             r"gradient_steps=3 and policy_delay=2: one must divide the other",
         ),

@@ -1,7 +1,16 @@
-"""Acting in the batch of environment copies: shared by every agent."""
+"""Acting in the batch of environment copies: shared by every agent.
+
+A *policy function* ``policy_fn(params, obs, carry, key) -> (action, carry, extras)`` maps a
+batch of observations and the acting carry to actions in the environment's action shape, the
+next carry, and anything the learner wants kept per step (``extras``: log-probabilities, say;
+``()`` if nothing). The rollout takes it and the parameters as arguments, so that it is a
+function of the parameters that gradients can flow through (APG differentiates it), in the
+spirit of brax's ``acting.generate_unroll``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -29,6 +38,30 @@ class Transition:
         return self.terminated | self.truncated
 
 
+@struct.dataclass
+class EnvCursor:
+    """Where a batch of copies stands: the environment state, the current (post-reset)
+    observation and the acting carry (see :mod:`ajax.agents.base`)."""
+
+    env_state: Any
+    obs: jax.Array
+    carry: Any = ()
+
+
+PolicyFn = Callable[[Any, jax.Array, Any, jax.Array], tuple[jax.Array, Any, Any]]
+
+
+def reset_carry(carry: Any, fresh: Any, done: jax.Array) -> Any:
+    """``fresh`` in the copies whose episode ended (``done``, one flag per copy), ``carry`` in
+    the others, leaf by leaf (leaves have the copy axis first)."""
+
+    def pick(fresh_leaf: jax.Array, leaf: jax.Array) -> jax.Array:
+        mask = done.reshape(done.shape + (1,) * (leaf.ndim - done.ndim))
+        return jnp.where(mask, fresh_leaf, leaf)
+
+    return jax.tree.map(pick, fresh, carry)
+
+
 def step_env(
     env: Env, key: jax.Array, env_state: Any, obs: jax.Array, action: jax.Array
 ) -> tuple[Any, jax.Array, Transition]:
@@ -39,18 +72,57 @@ def step_env(
     return env_state, next_obs, transition
 
 
-def step_and_store(env: Env, state: Any, action: jax.Array, step_key: jax.Array, key: jax.Array):
-    """One step of every copy, stored in the replay agents' ``state.buffer``.
+def actor_step(
+    env: Env,
+    policy_fn: PolicyFn,
+    params: Any,
+    cursor: EnvCursor,
+    key: jax.Array,
+    fresh_carry: Any = (),
+) -> tuple[EnvCursor, Transition, Any]:
+    """One step of every copy with the actions of ``policy_fn``; the carry of a copy whose
+    episode ended becomes ``fresh_carry``'s. Returns the new cursor, the transition and the
+    policy's extras."""
+    act_key, step_key = jax.random.split(key)
+    action, carry, extras = policy_fn(params, cursor.obs, cursor.carry, act_key)
+    env_state, next_obs, transition = step_env(env, step_key, cursor.env_state, cursor.obs, action)
+    carry = reset_carry(carry, fresh_carry, transition.done)
+    return EnvCursor(env_state, next_obs, carry), transition, extras
 
-    ``state`` has ``buffer``, ``env_state``, ``obs``, ``key`` and ``steps`` (environment steps
-    so far, over all copies); ``key`` becomes its new key. Returns the state and the
-    transition."""
-    env_state, next_obs, transition = step_env(env, step_key, state.env_state, state.obs, action)
+
+def rollout(
+    env: Env,
+    policy_fn: PolicyFn,
+    params: Any,
+    cursor: EnvCursor,
+    key: jax.Array,
+    n_steps: int,
+    fresh_carry: Any = (),
+) -> tuple[EnvCursor, Transition, Any]:
+    """``n_steps`` steps of every copy (:func:`actor_step`); transitions and extras gain a
+    leading step axis. Differentiable with respect to ``params`` where the environment's
+    step (and, across episode ends, its reset) is."""
+
+    def one_step(cursor: EnvCursor, step_key: jax.Array):
+        cursor, transition, extras = actor_step(
+            env, policy_fn, params, cursor, step_key, fresh_carry
+        )
+        return cursor, (transition, extras)
+
+    cursor, (transitions, extras) = jax.lax.scan(one_step, cursor, jax.random.split(key, n_steps))
+    return cursor, transitions, extras
+
+
+def step_and_store(env: Env, state: Any, policy_fn: PolicyFn, key: jax.Array):
+    """One step of every copy (:func:`actor_step`), stored in the replay agents'
+    ``state.buffer``.
+
+    ``state`` has ``params``, ``buffer``, ``cursor`` and ``steps`` (environment steps so far,
+    over all copies). Returns the state and the transition."""
+    cursor, transition, _ = actor_step(env, policy_fn, state.params, state.cursor, key)
     state = state.replace(
         buffer=state.buffer.add_transitions(transition),
-        env_state=env_state,
-        obs=next_obs,
-        key=key,
+        cursor=cursor,
         steps=state.steps + transition.reward.shape[0],
     )
     return state, transition

@@ -8,21 +8,6 @@ import jax
 import jax.numpy as jnp
 
 from ajax.envs import Env
-from ajax.envs.spaces import Box
-from ajax.envs.wrappers import ActionMap, AutoReset, EpisodeStats, VectorEnv
-
-
-def build_env(agent: Any, num_envs: int) -> Env:
-    """The batch of ``num_envs`` copies an agent trains on, with every shared wrapper.
-
-    Continuous actions go through the action map, so agents always act in ``[-1, 1]``;
-    episode statistics see raw rewards, beneath any normalisation the agent adds.
-    """
-    env = agent.env
-    if isinstance(env.action_space, Box):
-        env = ActionMap(env)
-    env = EpisodeStats(AutoReset(VectorEnv(env, num_envs)))
-    return agent.wrap_env(env)
 
 
 def run_episodes(
@@ -32,26 +17,28 @@ def run_episodes(
     ``Wrapper.for_evaluation``), with the normalisation statistics of ``source_env_state``.
 
     Returns each copy's undiscounted return and length. The loop stops as soon as every
-    copy's episode has ended, or at the time limit; finished episodes are masked meanwhile.
+    copy's episode has ended, or at the time limit; finished episodes are masked meanwhile
+    (each copy plays one episode, so its acting carry never needs a reset).
     (Under the vmap over seeds it runs until every seed's episodes have ended.)
     """
     reset_key, key = jax.random.split(key)
     state, obs = env.reset_from(reset_key, source_env_state)
     zeros = jnp.zeros(env.num_envs)
 
-    def one_step(carry):
-        state, obs, key, returns, lengths, done, t = carry
+    def one_step(loop):
+        state, obs, carry, key, returns, lengths, done, t = loop
         key, act_key, step_key = jax.random.split(key, 3)
-        action = agent.act(params, obs, act_key, deterministic=True)
+        action, carry = agent.act(params, obs, carry, act_key, deterministic=True)
         state, obs, reward, terminated, truncated, _ = env.step(step_key, state, action)
         returns = returns + jnp.where(done, 0.0, reward)
         lengths = lengths + jnp.where(done, 0, 1)
-        return state, obs, key, returns, lengths, done | terminated | truncated, t + 1
+        return state, obs, carry, key, returns, lengths, done | terminated | truncated, t + 1
 
-    init = (state, obs, key, zeros, zeros.astype(jnp.int32), zeros.astype(bool), 0)
+    carry = agent.initial_carry(params, env.num_envs)
+    init = (state, obs, carry, key, zeros, zeros.astype(jnp.int32), zeros.astype(bool), 0)
 
-    def running(carry):
-        *_, done, t = carry
+    def running(loop):
+        *_, done, t = loop
         return jnp.logical_and(~jnp.all(done), t < env.max_episode_steps)
 
     *_, returns, lengths, _, _ = jax.lax.while_loop(running, one_step, init)

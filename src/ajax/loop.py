@@ -24,7 +24,7 @@ import numpy as np
 
 from ajax.buffers import ReplayBuffer
 from ajax.envs.core import SEED_AXIS
-from ajax.evaluation import build_env, run_episodes
+from ajax.evaluation import run_episodes
 from ajax.logging import LoggingConfig, LogWriter, run_directory
 from ajax.memory import available_bytes, check_fits, human
 from ajax.result import TrainResult
@@ -148,7 +148,7 @@ def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callab
         outputs = {"sums": sums}
         if eval_env is not None:
             returns, lengths = run_episodes(
-                agent, eval_env, state.params, eval_key, state.env_state
+                agent, eval_env, state.params, eval_key, state.cursor.env_state
             )
             outputs["episode_return"] = returns.mean()
             outputs["episode_length"] = lengths.mean()
@@ -192,8 +192,8 @@ def lower_run(
 ) -> RunPrograms:
     """Trace and lower the run's two programs; refuses, before lowering the segment, a run
     whose state cannot fit in memory."""
-    train_env = build_env(agent, agent.n_envs)
-    eval_env = build_env(agent, num_episode_test).for_evaluation() if evaluate else None
+    train_env = agent.env_copies(agent.n_envs)
+    eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
     init = init_program(agent, train_env, plan.n_iterations)
     keys = seed_keys(seeds)
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)

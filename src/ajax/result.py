@@ -13,7 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ajax.acting import reset_carry
 from ajax.envs.core import SEED_AXIS
+from ajax.envs.registry import is_registered
 
 _STATE_FILE = "state.msgpack"
 _META_FILE = "result.json"
@@ -63,15 +65,40 @@ class TrainResult:
         }
         return cls(evaluations=evaluations, train_metrics=train_metrics, **kwargs)
 
+    def initial_carry(self) -> Any:
+        """Each seed's acting carry for one copy at the start of an episode (leading seed
+        axis): what :meth:`act_with_carry` starts from. ``()`` for agents without one."""
+        return jax.vmap(lambda params: self.agent.initial_carry(params, 1))(self.state.params)
+
     def act(self, obs: Any, deterministic: bool = True, key: jax.Array | None = None) -> np.ndarray:
         """Each seed's action for ``obs``, in the environment's own action space.
 
         ``obs`` is one raw observation (given to every seed) or a batch [S, *obs_shape] with
-        one per seed. Normalisation statistics learnt in training are applied.
+        one per seed. Normalisation statistics learnt in training are applied. For an agent
+        that carries a state from step to step (UDRL's command), use :meth:`act_with_carry`.
         """
-        from ajax.evaluation import build_env
+        if jax.tree.leaves(self.initial_carry()):
+            raise ValueError(
+                f"{self.agent.name} carries a state from one step to the next, which act() "
+                "cannot keep. Use act_with_carry(obs, carry, episode_start), starting from "
+                "carry=result.initial_carry()."
+            )
+        return self.act_with_carry(obs, (), True, deterministic, key)[0]
 
-        env = build_env(self.agent, 1)
+    def act_with_carry(
+        self,
+        obs: Any,
+        carry: Any,
+        episode_start: Any,
+        deterministic: bool = True,
+        key: jax.Array | None = None,
+    ) -> tuple[np.ndarray, Any]:
+        """Each seed's action for ``obs`` and its carry for the next step.
+
+        ``obs`` as for :meth:`act`; ``carry`` is the one returned by the previous call (or
+        :meth:`initial_carry`); where ``episode_start`` (one flag, or one per seed) is true,
+        the carry is reset to the initial one first, as in training.
+        """
         obs = jnp.asarray(obs, jnp.float32)
         obs_shape = self.agent.env.observation_space.shape
         if obs.shape == obs_shape:
@@ -84,21 +111,27 @@ class TrainResult:
         if key is None:
             key = jax.random.PRNGKey(0)
         keys = jax.random.split(key, len(self.seeds))
+        start = jnp.broadcast_to(jnp.asarray(episode_start, bool), (len(self.seeds),))
+        env = self.agent.env_copies(1)
 
-        def one(params, env_state, o, k):
+        def one(params, env_state, o, c, s, k):
+            c = reset_carry(c, self.agent.initial_carry(params, 1), s[None])
             o = env.observe(env_state, o[None])
-            return env.action_to_env(self.agent.act(params, o, k, deterministic))[0]
+            action, c = self.agent.act(params, o, c, k, deterministic)
+            return env.action_to_env(action)[0], c
 
-        return np.asarray(
-            jax.jit(jax.vmap(one))(self.state.params, self.state.env_state, obs, keys)
+        action, carry = jax.jit(jax.vmap(one))(
+            self.state.params, self.state.cursor.env_state, obs, carry, start, keys
         )
+        return np.asarray(action), carry
 
     def save(self, path: str | Path) -> Path:
         """Write the result to directory ``path``; ``ajax.load(path)`` reads it back."""
-        if self.agent.env.env_id is None:
+        if not is_registered(self.agent.env.env_id):
             raise ValueError(
-                "Only runs on a registered environment id can be saved: the id is how load() "
-                "rebuilds the environment. Train with env_id='<id>' (see `ajax list`)."
+                f"Only runs on a registered environment id can be saved, and "
+                f"{self.agent.env_id!r} is not one: the id is how load() rebuilds the "
+                "environment. Train with env_id='<id>' (see `ajax list`)."
             )
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
@@ -125,8 +158,6 @@ class TrainResult:
 def load(path: str | Path) -> TrainResult:
     """Read a result written by ``TrainResult.save``; it acts and evaluates as the original."""
     from ajax.agents import AGENTS
-    from ajax.evaluation import build_env
-    from ajax.loop import init_program, seed_keys
 
     path = Path(path)
     meta_file = path / _META_FILE
@@ -142,8 +173,9 @@ def load(path: str | Path) -> TrainResult:
         env_params=meta["env_params"],
         **hyperparameters,
     )
-    env = build_env(agent, agent.n_envs)
-    template = jax.eval_shape(init_program(agent, env, 1), seed_keys(meta["seeds"]))
+    env = agent.env_copies(agent.n_envs)
+    keys = jax.ShapeDtypeStruct((len(meta["seeds"]), 2), jnp.uint32)
+    template = jax.eval_shape(jax.vmap(lambda k: agent.init(k, env, 1)), keys)
     template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
     state = flax.serialization.from_bytes(template, (path / _STATE_FILE).read_bytes())
     return TrainResult(
@@ -160,16 +192,16 @@ def load(path: str | Path) -> TrainResult:
 
 def evaluate(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
     """Mean return of ``num_episodes`` deterministic episodes for each seed's policy: [S]."""
-    from ajax.evaluation import build_env, run_episodes
+    from ajax.evaluation import run_episodes
 
     if isinstance(num_episodes, bool) or not isinstance(num_episodes, int) or num_episodes <= 0:
         raise ValueError(f"num_episodes must be a positive integer, got {num_episodes!r}.")
     agent = result.agent
-    env = build_env(agent, num_episodes).for_evaluation()
+    env = agent.env_copies(num_episodes).for_evaluation()
     keys = jax.random.split(jax.random.PRNGKey(seed), len(result.seeds))
 
     def one(state, key):
-        returns, _ = run_episodes(agent, env, state.params, key, state.env_state)
+        returns, _ = run_episodes(agent, env, state.params, key, state.cursor.env_state)
         return returns.mean()
 
     return np.asarray(jax.jit(jax.vmap(one, axis_name=SEED_AXIS))(result.state, keys))

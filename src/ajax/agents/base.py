@@ -8,11 +8,24 @@ An agent provides:
 * ``steps_per_iteration``: environment steps (over all copies) one iteration takes.
 * ``wrap_env(env)``: wrappers the algorithm asks for (normalisation), on the batch of copies.
 * ``init(key, env, total_iterations) -> state``: parameters, optimiser, env state, RNG.
-  The state has ``params`` (what ``act`` needs) and ``env_state`` attributes.
+  The state has ``params`` (what acting needs) and ``cursor`` (an
+  :class:`ajax.acting.EnvCursor`: where the training copies stand) attributes.
 * ``iteration(state, env) -> (state, metrics)``: collect, then update. ``metrics`` are scalars;
   the run averages them over each segment, except ``episode_return_sum`` and
   ``episode_count`` (from :func:`ajax.acting.episode_metrics`), which it sums.
-* ``act(params, obs, key, deterministic) -> action``: the policy, in the agent's action space.
+* ``policy(params, obs)``: the action distribution (:mod:`ajax.nn.distributions`), in the
+  agent's action space (``[-1, 1]`` for continuous actions); its ``sample`` is the behaviour
+  policy, its ``mode`` the deterministic action of evaluation.
+
+and, where the algorithm has them, ``value(params, obs)`` and ``q_values(params, obs[,
+action])``. Every public method takes the full ``state.params``.
+
+Acting carries a state from one step to the next (a command, a recurrent latent, a plan):
+``act(params, obs, carry, key, deterministic) -> (action, carry)``, starting from
+``initial_carry(params, n)`` for ``n`` copies, and reset to it wherever an episode ends
+(:func:`ajax.acting.rollout`, evaluation, :meth:`ajax.TrainResult.act`). Agents without one
+keep the empty default, ``()``, which costs nothing. The initial carry takes the parameters
+because some depend on what was learnt (UDRL's command comes from the best episodes).
 """
 
 from __future__ import annotations
@@ -21,11 +34,14 @@ import abc
 import dataclasses
 import difflib
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import jax
 
+from ajax.acting import EnvCursor
 from ajax.envs import Box, Discrete, Env, make_env
+from ajax.envs.wrappers import copies
 from ajax.nn.mlp import flatten_obs
 
 
@@ -45,6 +61,22 @@ def hyperparameter(
     return dataclasses.field(default=default, metadata=meta)
 
 
+def override(default: Any, doc: str) -> Any:
+    """A subclass Config's own default (with its source) for a hyperparameter its base
+    declares; the valid range stays the base's, declared once."""
+    return dataclasses.field(default=default, metadata={"doc": doc, "overrides": True})
+
+
+def _range_of(config_type: type, name: str) -> dict:
+    """The range metadata of field ``name``: from the nearest class that declares the field
+    rather than overriding its default."""
+    for cls in config_type.__mro__:
+        field = getattr(cls, "__dataclass_fields__", {}).get(name)
+        if field is not None and not field.metadata.get("overrides"):
+            return field.metadata
+    raise TypeError(f"{config_type.__name__}.{name} overrides a field no base declares")
+
+
 def _range_text(meta: dict) -> str:
     parts = []
     if meta["low"] is not None:
@@ -58,7 +90,7 @@ def validate_config(config: Any) -> None:
     """Raise ValueError naming any field of ``config`` outside its documented range."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
-        meta = field.metadata
+        meta = {**_range_of(type(config), field.name), "doc": field.metadata["doc"]}
         default = field.default
         if isinstance(default, bool):
             if not isinstance(value, bool):
@@ -145,6 +177,11 @@ class Agent(abc.ABC):
     def wrap_env(self, env: Env) -> Env:
         return env
 
+    def env_copies(self, num_envs: int) -> Env:
+        """The batch of ``num_envs`` copies the agent trains or evaluates on: the shared
+        wrappers (:func:`ajax.envs.wrappers.copies`), then the agent's own."""
+        return self.wrap_env(copies(self.env, num_envs))
+
     def _flat(self, obs: jax.Array) -> jax.Array:
         """Observations with their own axes merged into one feature axis, for an MLP."""
         return flatten_obs(obs, self._obs_ndim)
@@ -162,8 +199,32 @@ class Agent(abc.ABC):
         """Collect, then update; returns the state and scalar metrics."""
 
     @abc.abstractmethod
-    def act(self, params: Any, obs: jax.Array, key: jax.Array, deterministic: bool) -> jax.Array:
-        """The policy's action at ``obs``, in the environment's action shape."""
+    def policy(self, params: Any, obs: jax.Array) -> Any:
+        """The action distribution at ``obs`` (a batch), in the agent's action space."""
+
+    def initial_carry(self, params: Any, n: int) -> Any:
+        """The acting carry of ``n`` copies at the start of their episodes."""
+        return ()
+
+    def act(
+        self, params: Any, obs: jax.Array, carry: Any, key: jax.Array, deterministic: bool
+    ) -> tuple[jax.Array, Any]:
+        """The action at ``obs`` (a batch), in the environment's action shape, and the carry
+        of the next step: the policy's mode when ``deterministic``, else a sample."""
+        dist = self.policy(params, obs)
+        action = dist.mode() if deterministic else dist.sample(key)
+        return self._env_action(action, obs), carry
+
+    def _start(
+        self, key: jax.Array, env: Env, init_params: Callable[[jax.Array, jax.Array], Any]
+    ) -> tuple[Any, EnvCursor, jax.Array]:
+        """What every ``init`` begins with: the copies reset, the parameters from
+        ``init_params(key, obs)``, and the cursor with the initial carry. Returns the
+        parameters, the cursor and the key left for the state."""
+        params_key, env_key, key = jax.random.split(key, 3)
+        env_state, obs = env.reset(env_key)
+        params = init_params(params_key, obs)
+        return params, EnvCursor(env_state, obs, self.initial_carry(params, obs.shape[0])), key
 
     def hyperparameters(self) -> dict[str, Any]:
         return dataclasses.asdict(self.config)

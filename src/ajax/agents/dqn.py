@@ -27,53 +27,47 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from ajax.acting import episode_metrics, step_and_store
-from ajax.agents.base import hyperparameter
+from ajax.acting import EnvCursor, episode_metrics, step_and_store
+from ajax.agents.base import hyperparameter, override
 from ajax.agents.q_learning import QLearningAgent
+from ajax.agents.replay import ReplayConfig
 from ajax.buffers import ReplayBuffer
 from ajax.envs import Env
-from ajax.exploration import epsilon_greedy, linear_schedule
+from ajax.exploration import linear_schedule
 from ajax.returns import n_step_returns
 from ajax.updates import annealed, select, soft_update
 
 
 @dataclass(frozen=True)
-class DQNConfig:
-    """DQN's hyperparameters."""
+class DQNConfig(ReplayConfig):
+    """DQN's hyperparameters; the replay agents' (:class:`ReplayConfig`) with RL-Zoo's
+    CartPole defaults."""
 
-    learning_rate: float = hyperparameter(
-        2.3e-3, "Adam step size; RL-Zoo CartPole.", low=0.0, low_open=True
+    learning_rate: float = override(2.3e-3, "Adam step size; RL-Zoo CartPole.")
+    buffer_size: int = override(
+        100_000, "replay capacity in transitions per seed; RL-Zoo CartPole."
     )
+    learning_starts: int = override(
+        1_000, "steps of random actions before updates begin; RL-Zoo CartPole."
+    )
+    batch_size: int = override(64, "minibatch size; RL-Zoo CartPole.")
+    gamma: float = override(0.99, "discount; RL-Zoo CartPole.")
+    tau: float = override(1.0, "target update rate, 1 for a hard copy (the paper's); SB3.")
+    gradient_steps: int = override(128, "updates per phase; RL-Zoo CartPole gradient_steps.")
+    hidden_sizes: tuple[int, ...] = override((256, 256), "Q-network layers; RL-Zoo CartPole.")
+    activation: str = override("relu", "hidden activation; SB3.")
     anneal_lr: bool = hyperparameter(
         True,
         "decay the step size linearly to 0 over the run; RL-Zoo CartPole keeps it constant, "
         "and its runs do not hold 500 (docs/agents/dqn.md).",
     )
-    buffer_size: int = hyperparameter(
-        100_000, "replay capacity in transitions per seed; RL-Zoo CartPole.", low=1
-    )
-    learning_starts: int = hyperparameter(
-        1_000, "steps of random actions before updates begin; RL-Zoo CartPole.", low=0
-    )
-    batch_size: int = hyperparameter(64, "minibatch size; RL-Zoo CartPole.", low=1)
-    gamma: float = hyperparameter(0.99, "discount; RL-Zoo CartPole.", low=0.0, high=1.0)
     train_frequency: int = hyperparameter(
         256, "steps per copy between update phases; RL-Zoo CartPole train_freq.", low=1
-    )
-    gradient_steps: int = hyperparameter(
-        128, "updates per phase; RL-Zoo CartPole gradient_steps.", low=1
     )
     target_update_interval: int = hyperparameter(
         10,
         "environment steps (per seed) between target-network updates; RL-Zoo CartPole.",
         low=1,
-    )
-    tau: float = hyperparameter(
-        1.0,
-        "target update rate, 1 for a hard copy (the paper's); SB3.",
-        low=0.0,
-        high=1.0,
-        low_open=True,
     )
     exploration_fraction: float = hyperparameter(
         0.16, "fraction of the run over which epsilon decays; RL-Zoo CartPole.", low=0.0, high=1.0
@@ -100,8 +94,6 @@ class DQNConfig:
     max_grad_norm: float = hyperparameter(
         10.0, "global gradient-norm clip; SB3 DQN.", low=0.0, low_open=True
     )
-    hidden_sizes: tuple[int, ...] = hyperparameter((256, 256), "Q-network layers; RL-Zoo CartPole.")
-    activation: str = hyperparameter("relu", "hidden activation; SB3.")
 
 
 @struct.dataclass
@@ -110,8 +102,7 @@ class DQNState:
     target_params: Any
     opt_state: optax.OptState
     buffer: ReplayBuffer
-    env_state: Any
-    obs: jax.Array
+    cursor: EnvCursor
     key: jax.Array
     steps: jax.Array
     updates: jax.Array
@@ -137,9 +128,8 @@ class DQN(QLearningAgent):
         return self.n_envs * self.config.train_frequency
 
     def init(self, key: jax.Array, env: Env, total_iterations: int) -> DQNState:
-        net_key, env_key, key = jax.random.split(key, 3)
-        env_state, obs = env.reset(env_key)
-        params = self._init_network(net_key, obs)
+        params, cursor, key = self._start(key, env, self._init_network)
+        obs = cursor.obs
         return DQNState(
             params=params,
             target_params=params,
@@ -150,8 +140,7 @@ class DQN(QLearningAgent):
                 self.config.buffer_size,
                 episode_ends=self.config.n_step > 1,
             ),
-            env_state=env_state,
-            obs=obs,
+            cursor=cursor,
             key=key,
             steps=jnp.zeros((), jnp.int32),
             updates=jnp.zeros((), jnp.int32),
@@ -166,10 +155,9 @@ class DQN(QLearningAgent):
 
     def _collect(self, state: DQNState, env: Env):
         def one_step(state, _):
-            key, act_key, step_key = jax.random.split(state.key, 3)
-            q = self.q_values(state.params, state.obs)
-            action = epsilon_greedy(act_key, q, self._epsilon(state))
-            return step_and_store(env, state, action, step_key, key)
+            key, step_key = jax.random.split(state.key)
+            explorer = self._explorer(self._epsilon(state))
+            return step_and_store(env, state.replace(key=key), explorer, step_key)
 
         return jax.lax.scan(one_step, state, length=self.config.train_frequency)
 

@@ -7,8 +7,8 @@ makes ``gradient_steps`` critic updates and one actor update per ``policy_delay`
 updates. With ``n_envs`` copies the updates still happen once per iteration, so there are
 ``gradient_steps / n_envs`` updates per environment step (docs/training.md).
 
-Subclasses give the actor (:meth:`_init_actor`, :meth:`_explore`, :meth:`act`), the critics'
-bootstrap value (:meth:`_next_value`) and the actor's update (:meth:`_actor_loss`).
+Subclasses give the actor (:meth:`_init_actor`, :meth:`policy`), the critics' bootstrap value
+(:meth:`_next_value`) and the actor's update (:meth:`_actor_loss`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from ajax.acting import episode_metrics, step_and_store
+from ajax.acting import EnvCursor, episode_metrics, step_and_store
 from ajax.agents.base import Agent, hyperparameter
+from ajax.agents.replay import ReplayConfig
 from ajax.buffers import ReplayBuffer
 from ajax.critics import QEnsemble
 from ajax.envs import Box, Env
@@ -32,40 +33,16 @@ from ajax.updates import select, soft_update
 
 
 @dataclass(frozen=True)
-class OffPolicyConfig:
-    """Hyperparameters every continuous-action off-policy agent has. Defaults are SAC's
-    (Haarnoja et al. 2018b, "Soft Actor-Critic Algorithms and Applications", table 1) unless a
-    subclass says otherwise."""
+class OffPolicyConfig(ReplayConfig):
+    """Hyperparameters every continuous-action off-policy agent has, beyond the replay
+    agents' (:class:`ReplayConfig`, with SAC's defaults)."""
 
-    learning_rate: float = hyperparameter(
-        3e-4, "Adam step size of every network; SAC paper.", low=0.0, low_open=True
-    )
-    buffer_size: int = hyperparameter(
-        1_000_000, "replay capacity in transitions per seed; SAC paper.", low=1
-    )
-    learning_starts: int = hyperparameter(
-        10_000,
-        "steps of uniform random actions before updates begin; Ajax's performance page.",
-        low=0,
-    )
-    batch_size: int = hyperparameter(256, "minibatch size; SAC paper.", low=1)
-    gamma: float = hyperparameter(0.99, "discount; SAC paper.", low=0.0, high=1.0)
-    tau: float = hyperparameter(
-        0.005, "Polyak rate of the target critics; SAC paper.", low=0.0, high=1.0, low_open=True
-    )
-    gradient_steps: int = hyperparameter(
-        1, "critic updates per iteration; SAC paper (one per environment step).", low=1
-    )
     policy_delay: int = hyperparameter(
         1, "critic updates per actor update; SAC paper (every step).", low=1
     )
     n_critics: int = hyperparameter(
         2, "critics in the ensemble; SAC paper (two, clipped double Q).", low=1
     )
-    hidden_sizes: tuple[int, ...] = hyperparameter(
-        (256, 256), "hidden layers of the actor and of each critic; SAC paper."
-    )
-    activation: str = hyperparameter("relu", "hidden activation; SAC paper.")
 
 
 @struct.dataclass
@@ -82,8 +59,7 @@ class Learner:
 class OffPolicyState:
     learner: Learner
     buffer: ReplayBuffer
-    env_state: Any
-    obs: jax.Array
+    cursor: EnvCursor
     key: jax.Array
     steps: jax.Array
 
@@ -126,10 +102,6 @@ class OffPolicyAgent(Agent):
         """The actor's trainable parameters (a dict with an "actor" entry, plus any others)."""
 
     @abc.abstractmethod
-    def _explore(self, params: dict[str, Any], obs: jax.Array, key: jax.Array) -> jax.Array:
-        """Actions in ``[-1, 1]`` for collecting experience after ``learning_starts``."""
-
-    @abc.abstractmethod
     def _next_value(self, learner: Learner, next_obs: jax.Array, key: jax.Array) -> jax.Array:
         """The bootstrap value of ``next_obs``, from the target networks."""
 
@@ -147,24 +119,38 @@ class OffPolicyAgent(Agent):
 
     # Shared machinery.
 
-    def q_values(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
+    def q_values(self, params: dict[str, Any], obs: jax.Array, action: jax.Array) -> jax.Array:
+        """``Q(obs, action)`` of every critic: ``[n_critics, ...]``, the discounted return
+        each critic expects (soft, with SAC's entropy bonus, for SAC and REDQ), for actions in
+        ``[-1, 1]``, flat or in the environment's shape."""
+        return self._q(params["critic"], obs, action)
+
+    def value(self, params: dict[str, Any], obs: jax.Array) -> jax.Array:
+        """The critics' mean ``Q(obs, a)`` at the policy's deterministic action ``a``."""
+        return self.q_values(params, obs, self.policy(params, obs).mode()).mean(axis=0)
+
+    def _q(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
         """``Q(obs, action)`` of every critic in ``critic_params`` (the ensemble, or a subset
-        of it from :func:`ajax.critics.critic_subset`): ``[members, ...]``, for actions flat or
-        in the environment's shape."""
+        of it from :func:`ajax.critics.critic_subset`): ``[members, ...]``."""
         action = action.reshape(*obs.shape[: obs.ndim - self._obs_ndim], self._action_dim)
         members = jax.tree.leaves(critic_params)[0].shape[0]
         return self.critic.clone(n_critics=members).apply(critic_params, self._flat(obs), action)
+
+    def _init_params(self, key: jax.Array, obs: jax.Array) -> dict[str, Any]:
+        """The actor's parameters and the critics'."""
+        actor_key, critic_key = jax.random.split(key)
+        params = self._init_actor(actor_key, self._flat(obs))
+        action = jnp.zeros((obs.shape[0], self._action_dim))
+        params["critic"] = self.critic.init(critic_key, self._flat(obs), action)
+        return params
 
     def _target_names(self) -> tuple[str, ...]:
         return ("critic", "actor") if self.targets_follow_actor else ("critic",)
 
     def init(self, key: jax.Array, env: Env, total_iterations: int) -> OffPolicyState:
-        actor_key, critic_key, env_key, key = jax.random.split(key, 4)
-        env_state, obs = env.reset(env_key)
+        params, cursor, key = self._start(key, env, self._init_params)
+        obs = cursor.obs
         action = jnp.zeros((obs.shape[0], *self.env.action_space.shape))
-        params = self._init_actor(actor_key, self._flat(obs))
-        flat_action = action.reshape(obs.shape[0], self._action_dim)
-        params["critic"] = self.critic.init(critic_key, self._flat(obs), flat_action)
         learner = Learner(
             params=params,
             target_params={name: params[name] for name in self._target_names()},
@@ -174,8 +160,7 @@ class OffPolicyAgent(Agent):
         return OffPolicyState(
             learner=learner,
             buffer=ReplayBuffer.for_transitions(obs[0], action[0], self.config.buffer_size),
-            env_state=env_state,
-            obs=obs,
+            cursor=cursor,
             key=key,
             steps=jnp.zeros((), jnp.int32),
         )
@@ -198,16 +183,21 @@ class OffPolicyAgent(Agent):
         return learner.replace(target_params=targets)
 
     def _collect(self, state: OffPolicyState, env: Env):
-        key, act_key, random_key, step_key = jax.random.split(state.key, 4)
-        random_action = jax.random.uniform(
-            random_key, (self.n_envs, self._action_dim), minval=-1.0, maxval=1.0
-        )
-        action = jnp.where(
-            state.steps < self.config.learning_starts,
-            random_action,
-            self._explore(state.params, state.obs, act_key),
-        )
-        return step_and_store(env, state, self._env_action(action, state.obs), step_key, key)
+        """One step of every copy: uniform random actions until ``learning_starts``, then
+        samples of the policy."""
+        key, step_key = jax.random.split(state.key)
+        warming_up = state.steps < self.config.learning_starts
+
+        def policy_fn(params, obs, carry, act_key):
+            policy_key, random_key = jax.random.split(act_key)
+            random_action = jax.random.uniform(
+                random_key, (obs.shape[0], self._action_dim), minval=-1.0, maxval=1.0
+            )
+            explored = self.policy(params, obs).sample(policy_key)
+            action = jnp.where(warming_up, random_action, explored)
+            return self._env_action(action, obs), carry, ()
+
+        return step_and_store(env, state.replace(key=key), policy_fn, step_key)
 
     def _critic_update(
         self, learner: Learner, batch: dict[str, jax.Array], key: jax.Array
@@ -218,7 +208,7 @@ class OffPolicyAgent(Agent):
         target = jax.lax.stop_gradient(target)
 
         def loss_fn(critic_params):
-            q = self.q_values(critic_params, batch["obs"], batch["action"])
+            q = self._q(critic_params, batch["obs"], batch["action"])
             # Half the squared error, summed over critics and averaged over the batch (SB3).
             return 0.5 * ((q - target) ** 2).mean(axis=-1).sum(), q.mean()
 

@@ -18,33 +18,22 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
-from flax import struct
 
-from ajax.acting import Transition, episode_metrics, step_env
-from ajax.agents.base import Agent, hyperparameter
+from ajax.acting import PolicyFn, Transition
+from ajax.agents.base import hyperparameter
+from ajax.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyState
 from ajax.envs import Box, Discrete, Env
 from ajax.envs.wrappers import NormalizeObservation, NormalizeReward
-from ajax.minibatches import check_minibatches, fit_minibatches, merge_steps
-from ajax.nn import MLP, Categorical, Normal
+from ajax.minibatches import merge_steps
+from ajax.nn import MLP, Categorical, MLPHead, Normal
 from ajax.returns import gae
-from ajax.updates import annealed
 
 
 @dataclass(frozen=True)
-class PPOConfig:
-    """PPO's hyperparameters."""
+class PPOConfig(OnPolicyConfig):
+    """PPO's hyperparameters (the rollout's and the fit's are :class:`OnPolicyConfig`'s, with
+    their defaults)."""
 
-    learning_rate: float = hyperparameter(
-        2.5e-4, "Adam step size; PureJaxRL/CleanRL CartPole.", low=0.0, low_open=True
-    )
-    n_steps: int = hyperparameter(
-        128, "steps collected per copy per iteration; PureJaxRL NUM_STEPS.", low=1
-    )
-    n_epochs: int = hyperparameter(4, "passes over each rollout; PureJaxRL UPDATE_EPOCHS.", low=1)
-    n_minibatches: int = hyperparameter(
-        4, "minibatches per epoch; PureJaxRL NUM_MINIBATCHES.", low=1
-    )
-    gamma: float = hyperparameter(0.99, "discount; PureJaxRL GAMMA.", low=0.0, high=1.0)
     gae_lambda: float = hyperparameter(
         0.95, "GAE lambda (Schulman et al. 2016); PureJaxRL GAE_LAMBDA.", low=0.0, high=1.0
     )
@@ -80,17 +69,6 @@ class PPOConfig:
     )
 
 
-@struct.dataclass
-class PPOState:
-    params: dict[str, Any]
-    opt_state: optax.OptState
-    env_state: Any
-    obs: jax.Array
-    key: jax.Array
-    iteration: jax.Array
-    total_iterations: jax.Array
-
-
 class _GaussianActor(nn.Module):
     hidden_sizes: tuple[int, ...]
     action_dim: int
@@ -106,17 +84,7 @@ class _GaussianActor(nn.Module):
         return Normal(mean, jnp.broadcast_to(log_std, mean.shape))
 
 
-class _CategoricalActor(nn.Module):
-    hidden_sizes: tuple[int, ...]
-    n_actions: int
-    activation: str
-
-    @nn.compact
-    def __call__(self, obs: jax.Array) -> Categorical:
-        return Categorical(MLP(self.hidden_sizes, self.n_actions, self.activation, 0.01)(obs))
-
-
-class PPO(Agent):
+class PPO(OnPolicyAgent):
     """Proximal Policy Optimization for discrete and continuous actions."""
 
     Config = PPOConfig
@@ -126,21 +94,18 @@ class PPO(Agent):
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
         c = self.config
-        check_minibatches(self.n_envs, c.n_steps, c.n_minibatches)
         space = self.env.action_space
         if isinstance(space, Discrete):
-            self.actor = _CategoricalActor(c.hidden_sizes, space.n, c.activation)
+            logits = MLP(c.hidden_sizes, space.n, c.activation, out_gain=0.01)
+            self.actor = MLPHead(logits, Categorical)
         else:
             dim = int(jnp.prod(jnp.asarray(space.shape)))
             self.actor = _GaussianActor(c.hidden_sizes, dim, c.activation, c.init_log_std)
         self.critic = MLP(c.hidden_sizes, 1, c.activation, out_gain=1.0)
-        self._optimizer = optax.chain(
-            optax.clip_by_global_norm(c.max_grad_norm), optax.scale_by_adam(eps=1e-5)
-        )
 
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.n_envs * self.config.n_steps
+    def _direction(self) -> optax.GradientTransformation:
+        # Adam's epsilon of 1e-5: PureJaxRL and CleanRL.
+        return optax.scale_by_adam(eps=1e-5)
 
     def wrap_env(self, env: Env) -> Env:
         if self.config.normalize_observations:
@@ -158,44 +123,48 @@ class PPO(Agent):
         """The critic's estimate of the discounted return from ``obs``."""
         return self.critic.apply(params["critic"], self._flat(obs))[..., 0]
 
-    def act(self, params, obs, key, deterministic):
-        dist = self.policy(params, obs)
-        action = dist.mode() if deterministic else dist.sample(key)
-        return self._env_action(action, obs)
-
-    def init(self, key: jax.Array, env: Env, total_iterations: int) -> PPOState:
-        actor_key, critic_key, env_key, key = jax.random.split(key, 4)
-        env_state, obs = env.reset(env_key)
+    def _init_params(self, key: jax.Array, obs: jax.Array) -> dict[str, Any]:
+        actor_key, critic_key = jax.random.split(key)
         flat = self._flat(obs)
-        params = {
+        return {
             "actor": self.actor.init(actor_key, flat),
             "critic": self.critic.init(critic_key, flat),
         }
-        return PPOState(
-            params=params,
-            opt_state=self._optimizer.init(params),
-            env_state=env_state,
-            obs=obs,
-            key=key,
-            iteration=jnp.zeros((), jnp.int32),
-            total_iterations=jnp.asarray(total_iterations, jnp.int32),
+
+    def _behaviour(self, state: OnPolicyState) -> PolicyFn:
+        """Samples of the policy, with their log-probabilities for the ratio."""
+
+        def policy_fn(params, obs, carry, key):
+            dist = self.policy(params, obs)
+            action = dist.sample(key)
+            return action, carry, dist.log_prob(action)
+
+        return policy_fn
+
+    def _batch(self, state: OnPolicyState, steps: Transition, log_probs: jax.Array):
+        values = self.value(state.params, steps.obs)
+        next_values = self.value(state.params, steps.next_obs)
+        state, advantages, targets, metrics = self._advantages(state, steps, values, next_values)
+        leaves = (steps.obs, steps.action, log_probs, values, advantages, targets)
+        return state, tuple(map(merge_steps, leaves)), metrics
+
+    def _advantages(
+        self, state: OnPolicyState, steps: Transition, values: jax.Array, next_values: jax.Array
+    ) -> tuple[OnPolicyState, jax.Array, jax.Array, dict[str, jax.Array]]:
+        """The advantages and value targets of a rollout ``[n_steps, n_envs]``, with the state
+        and metrics: GAE, bootstrapping truncated episodes from their true final
+        observation."""
+        c = self.config
+        advantages, targets = gae(
+            steps.reward,
+            values,
+            next_values,
+            steps.terminated.astype(jnp.float32),
+            steps.done.astype(jnp.float32),
+            c.gamma,
+            c.gae_lambda,
         )
-
-    def _collect(self, state: PPOState, env: Env) -> tuple[PPOState, Transition, jax.Array]:
-        """Roll out ``n_steps`` per copy; returns the rollout and its log-probabilities."""
-
-        def one_step(carry, _):
-            env_state, obs, key = carry
-            key, act_key, step_key = jax.random.split(key, 3)
-            dist = self.policy(state.params, obs)
-            action = dist.sample(act_key)
-            env_state, next_obs, transition = step_env(env, step_key, env_state, obs, action)
-            return (env_state, next_obs, key), (transition, dist.log_prob(action))
-
-        (env_state, obs, key), (rollout, log_probs) = jax.lax.scan(
-            one_step, (state.env_state, state.obs, state.key), length=self.config.n_steps
-        )
-        return state.replace(env_state=env_state, obs=obs, key=key), rollout, log_probs
+        return state, advantages, targets, {}
 
     def _loss(self, params, batch):
         c = self.config
@@ -225,38 +194,3 @@ class PPO(Agent):
             "entropy": entropy,
             "approx_kl": approx_kl,
         }
-
-    def _learning_rate(self, state: PPOState) -> jax.Array:
-        progress = state.iteration / jnp.maximum(state.total_iterations, 1)
-        return annealed(self.config.learning_rate, progress, self.config.anneal_lr)
-
-    def _update(self, state: PPOState, batch: tuple) -> tuple[PPOState, dict[str, jax.Array]]:
-        """``n_epochs`` passes of ``n_minibatches`` shuffled minibatches over ``batch``."""
-        c = self.config
-        lr = self._learning_rate(state)
-
-        state, metrics = fit_minibatches(
-            state, batch, self._loss, self._optimizer, lr, c.n_epochs, c.n_minibatches
-        )
-        return state, metrics | {"learning_rate": lr}
-
-    def iteration(self, state: PPOState, env: Env) -> tuple[PPOState, dict[str, jax.Array]]:
-        c = self.config
-        state, rollout, log_probs = self._collect(state, env)
-        values = self.value(state.params, rollout.obs)
-        next_values = self.value(state.params, rollout.next_obs)
-        advantages, targets = gae(
-            rollout.reward,
-            values,
-            next_values,
-            rollout.terminated.astype(jnp.float32),
-            rollout.done.astype(jnp.float32),
-            c.gamma,
-            c.gae_lambda,
-        )
-        batch = tuple(
-            map(merge_steps, (rollout.obs, rollout.action, log_probs, values, advantages, targets))
-        )
-        state, metrics = self._update(state, batch)
-        state = state.replace(iteration=state.iteration + 1)
-        return state, metrics | episode_metrics(rollout)

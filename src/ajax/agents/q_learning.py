@@ -1,5 +1,5 @@
-"""What the Q-learning agents (DQN, PQN) share: a Q-network over discrete actions and
-epsilon-greedy acting."""
+"""What the Q-learning agents (DQN, PQN) share: a Q-network over discrete actions and an
+epsilon-greedy policy."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 import jax
 
+from ajax.acting import PolicyFn
 from ajax.agents.base import Agent
 from ajax.envs import Discrete
-from ajax.exploration import epsilon_greedy
-from ajax.nn import MLP
+from ajax.nn import MLP, EpsilonGreedy
 
 
 class QLearningAgent(Agent):
@@ -40,9 +40,22 @@ class QLearningAgent(Agent):
         value, advantage = out[..., :1], out[..., 1:]
         return value + advantage - advantage.mean(-1, keepdims=True)
 
-    def act(self, params, obs, key, deterministic):
-        epsilon = 0.0 if deterministic else self.config.final_epsilon
-        return epsilon_greedy(key, self.q_values(params, obs), epsilon)
+    def policy(self, params: Any, obs: jax.Array) -> EpsilonGreedy:
+        """Epsilon-greedy on ``Q(obs, .)`` with the exploration kept at the end of training
+        (``final_epsilon``); its mode is the greedy action."""
+        return EpsilonGreedy(self.q_values(params, obs), self.config.final_epsilon)
+
+    def _explorer(self, epsilon: jax.Array) -> PolicyFn:
+        """The policy function that collects with ``epsilon``-greedy actions."""
+
+        def policy_fn(params, obs, carry, key):
+            return EpsilonGreedy(self.q_values(params, obs), epsilon).sample(key), carry, ()
+
+        return policy_fn
+
+    def value(self, params: Any, obs: jax.Array) -> jax.Array:
+        """``max_a Q(obs, a)``: the discounted return of the greedy policy, as estimated."""
+        return self.q_values(params, obs).max(-1)
 
     def _init_network(self, key: jax.Array, obs: jax.Array) -> Any:
         return self.network.init(key, self._flat(obs))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ajax.agents.base import hyperparameter
+from ajax.agents.base import override
 from ajax.agents.sac import SAC, SACConfig
 
 
@@ -22,16 +22,12 @@ from ajax.agents.sac import SAC, SACConfig
 class REDQConfig(SACConfig):
     """REDQ's hyperparameters."""
 
-    gradient_steps: int = hyperparameter(
-        20, "critic updates per iteration, the paper's update-to-data ratio G.", low=1
+    gradient_steps: int = override(
+        20, "critic updates per iteration, the paper's update-to-data ratio G."
     )
-    policy_delay: int = hyperparameter(
-        20, "critic updates per actor update: one actor update per step; paper.", low=1
-    )
-    n_critics: int = hyperparameter(10, "critics in the ensemble, the paper's N.", low=1)
-    n_target_critics: int = hyperparameter(
-        2, "critics sampled for the target's minimum, the paper's M.", low=1
-    )
+    policy_delay: int = override(20, "critic updates per actor update: one per step; paper.")
+    n_critics: int = override(10, "critics in the ensemble, the paper's N.")
+    n_target_critics: int = override(2, "critics sampled for the target's minimum, the paper's M.")
 
 
 class REDQ(SAC):

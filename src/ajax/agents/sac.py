@@ -13,14 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from ajax.agents.base import hyperparameter
 from ajax.agents.off_policy import Learner, OffPolicyAgent, OffPolicyConfig
 from ajax.critics import critic_subset, temperature_loss
-from ajax.nn import MLP, TanhNormal
+from ajax.nn import MLP, MLPHead, TanhNormal
 
 #: Bounds on the policy's log standard deviation (the SAC authors' softlearning, and SB3).
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -44,16 +43,10 @@ class SACConfig(OffPolicyConfig):
     )
 
 
-class _SquashedGaussianActor(nn.Module):
-    hidden_sizes: tuple[int, ...]
-    action_dim: int
-    activation: str
-
-    @nn.compact
-    def __call__(self, obs: jax.Array) -> TanhNormal:
-        out = MLP(self.hidden_sizes, 2 * self.action_dim, self.activation, orthogonal=False)(obs)
-        mean, log_std = jnp.split(out, 2, axis=-1)
-        return TanhNormal(mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))
+def _squashed_gaussian(out: jax.Array) -> TanhNormal:
+    """The policy whose means and log standard deviations are ``out``'s two halves."""
+    mean, log_std = jnp.split(out, 2, axis=-1)
+    return TanhNormal(mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))
 
 
 class SAC(OffPolicyAgent):
@@ -73,7 +66,8 @@ class SAC(OffPolicyAgent):
                 f"target takes its minimum over a subset of the critics. Lower n_target_critics "
                 f"to at most {c.n_critics}."
             )
-        self.actor = _SquashedGaussianActor(c.hidden_sizes, self._action_dim, c.activation)
+        outputs = MLP(c.hidden_sizes, 2 * self._action_dim, c.activation, orthogonal=False)
+        self.actor = MLPHead(outputs, _squashed_gaussian)
         self.target_entropy = -c.target_entropy_scale * self._action_dim
 
     def policy(self, params: dict[str, Any], obs: jax.Array) -> TanhNormal:
@@ -86,14 +80,6 @@ class SAC(OffPolicyAgent):
             "log_alpha": jnp.log(jnp.asarray(self.config.initial_alpha, jnp.float32)),
         }
 
-    def _explore(self, params, obs, key):
-        return self.policy(params, obs).sample_and_log_prob(key)[0]
-
-    def act(self, params, obs, key, deterministic):
-        dist = self.policy(params, obs)
-        action = dist.mode() if deterministic else dist.sample_and_log_prob(key)[0]
-        return self._env_action(action, obs)
-
     def _next_value(self, learner: Learner, next_obs, key):
         action_key, subset_key = jax.random.split(key)
         next_action, next_log_prob = self.policy(learner.params, next_obs).sample_and_log_prob(
@@ -102,13 +88,13 @@ class SAC(OffPolicyAgent):
         members = critic_subset(
             subset_key, learner.target_params["critic"], self.config.n_target_critics
         )
-        q = self.q_values(members, next_obs, next_action)
+        q = self._q(members, next_obs, next_action)
         alpha = jnp.exp(learner.params["log_alpha"])
         return q.min(axis=0) - alpha * next_log_prob
 
     def _actor_loss(self, actor_params, learner: Learner, obs, key):
         action, log_prob = self.policy({"actor": actor_params}, obs).sample_and_log_prob(key)
-        q = self.q_values(learner.params["critic"], obs, action)
+        q = self._q(learner.params["critic"], obs, action)
         q = q.min(axis=0) if self.actor_reduces_with_min else q.mean(axis=0)
         alpha = jnp.exp(learner.params["log_alpha"])
         return (alpha * log_prob - q).mean(), {"log_prob": log_prob}

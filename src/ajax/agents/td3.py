@@ -18,22 +18,21 @@ most tasks).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from ajax.agents.base import hyperparameter
+from ajax.agents.base import hyperparameter, override
 from ajax.agents.off_policy import Learner, OffPolicyAgent, OffPolicyConfig
-from ajax.nn import MLP
+from ajax.nn import MLP, NoisyDeterministic
 
 
 @dataclass(frozen=True)
 class TD3Config(OffPolicyConfig):
     """TD3's hyperparameters."""
 
-    policy_delay: int = hyperparameter(
-        2, "critic updates per actor and target update; paper's d.", low=1
-    )
+    policy_delay: int = override(2, "critic updates per actor and target update; paper's d.")
     exploration_noise: float = hyperparameter(
         0.1, "std of the Gaussian exploration noise, in [-1, 1] units; paper.", low=0.0
     )
@@ -56,36 +55,32 @@ class TD3(OffPolicyAgent):
         c = self.config
         self.actor = MLP(c.hidden_sizes, self._action_dim, c.activation, orthogonal=False)
 
-    def policy(self, actor_params, obs: jax.Array) -> jax.Array:
-        """The deterministic action at ``obs``, in ``[-1, 1]``."""
+    def policy(self, params: dict[str, Any], obs: jax.Array) -> NoisyDeterministic:
+        """The deterministic action ``mu(obs)`` in ``[-1, 1]`` (the mode), explored with
+        ``exploration_noise`` (samples)."""
+        return NoisyDeterministic(
+            self._mu(params["actor"], obs), jnp.float32(self.config.exploration_noise)
+        )
+
+    def _mu(self, actor_params: Any, obs: jax.Array) -> jax.Array:
+        """The actor's deterministic action in ``[-1, 1]``."""
         return jnp.tanh(self.actor.apply(actor_params, self._flat(obs)))
 
     def _init_actor(self, key, obs):
         return {"actor": self.actor.init(key, obs)}
 
-    def _explore(self, params, obs, key):
-        action = self.policy(params["actor"], obs)
-        noise = self.config.exploration_noise * jax.random.normal(key, action.shape)
-        return jnp.clip(action + noise, -1.0, 1.0)
-
-    def act(self, params, obs, key, deterministic):
-        action = (
-            self.policy(params["actor"], obs) if deterministic else self._explore(params, obs, key)
-        )
-        return self._env_action(action, obs)
-
     def _next_value(self, learner: Learner, next_obs, key):
         c = self.config
-        action = self.policy(learner.target_params["actor"], next_obs)
+        action = self._mu(learner.target_params["actor"], next_obs)
         noise = jnp.clip(
             c.target_noise * jax.random.normal(key, action.shape),
             -c.target_noise_clip,
             c.target_noise_clip,
         )
         next_action = jnp.clip(action + noise, -1.0, 1.0)
-        q = self.q_values(learner.target_params["critic"], next_obs, next_action)
+        q = self._q(learner.target_params["critic"], next_obs, next_action)
         return q.min(axis=0)
 
     def _actor_loss(self, actor_params, learner: Learner, obs, key):
-        q = self.q_values(learner.params["critic"], obs, self.policy(actor_params, obs))
+        q = self._q(learner.params["critic"], obs, self._mu(actor_params, obs))
         return -q[0].mean(), {}

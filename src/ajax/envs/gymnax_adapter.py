@@ -28,36 +28,18 @@ def convert_space(space: Any) -> Space:
     raise TypeError(f"gymnax space {space!r} has no Ajax equivalent")
 
 
-class GymnaxEnv(Env):
-    """A gymnax environment with fixed parameters (``env_params`` overrides its defaults)."""
+class GymnaxAdapter(Env):
+    """Any environment written to gymnax's API (``reset_env``, ``step_env``,
+    ``is_truncated``, spaces and ``EnvParams`` with ``max_steps_in_episode``), with fixed
+    parameters. Build it with :func:`from_gymnax`."""
 
-    def __init__(self, name: str, **env_params: Any):
-        try:
-            env, defaults = gymnax.make(name)
-        except OSError as error:
-            # MNISTBandit-bsuite downloads MNIST when built; nothing is fetched at run time here.
-            raise RuntimeError(
-                f"gymnax/{name} downloads its data when built, and the download failed "
-                f"({error}). Run it on a machine with network access, or pick another id."
-            ) from error
-        self._adopt(env, defaults, f"gymnax/{name}", env_params)
-
-    def _adopt(self, env: Any, defaults: Any, env_id: str, env_params: dict[str, Any]) -> None:
-        """Serve ``env`` (any environment with gymnax's API) with ``defaults`` overridden by
-        ``env_params``."""
-        fields = defaults.__dataclass_fields__
-        unknown = set(env_params) - set(fields)
-        if unknown:
-            raise ValueError(
-                f"{env_id} has no parameter(s) {sorted(unknown)}; "
-                f"its parameters are {sorted(fields)}."
-            )
+    def __init__(self, env: Any, params: Any, env_id: str | None = None):
         self.env = env
-        self.params = defaults.replace(**env_params)
+        self.params = params
         self.env_id = env_id
-        self.observation_space = convert_space(env.observation_space(self.params))
-        self.action_space = convert_space(env.action_space(self.params))
-        self.max_episode_steps = int(self.params.max_steps_in_episode)
+        self.observation_space = convert_space(env.observation_space(params))
+        self.action_space = convert_space(env.action_space(params))
+        self.max_episode_steps = int(params.max_steps_in_episode)
 
     def reset(self, key: jax.Array) -> tuple[Any, jax.Array]:
         obs, state = self.env.reset_env(key, self.params)
@@ -80,3 +62,61 @@ class GymnaxEnv(Env):
 
 def registered_ids() -> list[str]:
     return list(gymnax.registered_envs)
+
+
+class GymnaxEnv(GymnaxAdapter):
+    """A registered gymnax environment (``env_params`` overrides its default parameters)."""
+
+    def __init__(self, name: str, **env_params: Any):
+        try:
+            env, defaults = gymnax.make(name)
+        except OSError as error:
+            # MNISTBandit-bsuite downloads MNIST when built; nothing is fetched at run time here.
+            raise RuntimeError(
+                f"gymnax/{name} downloads its data when built, and the download failed "
+                f"({error}). Run it on a machine with network access, or pick another id."
+            ) from error
+        env_id = f"gymnax/{name}"
+        super().__init__(env, override(defaults, env_params, env_id), env_id)
+
+
+def override(defaults: Any, env_params: dict[str, Any], env_id: str) -> Any:
+    """``defaults`` (an ``EnvParams`` dataclass) with the fields of ``env_params`` replaced;
+    an unknown field is refused, naming the valid ones."""
+    fields = defaults.__dataclass_fields__
+    unknown = set(env_params) - set(fields)
+    if unknown:
+        raise ValueError(
+            f"{env_id} has no parameter(s) {sorted(unknown)}; its parameters are {sorted(fields)}."
+        )
+    return defaults.replace(**env_params)
+
+
+_GYMNAX_API = ("reset_env", "step_env", "is_truncated", "observation_space", "action_space")
+
+
+def from_gymnax(env: Any, env_params: Any = None, env_id: str | None = None) -> GymnaxAdapter:
+    """An Ajax environment serving ``env``, an environment object written to gymnax's API
+    (for example a subclass of ``gymnax.environments.environment.Environment``), with
+    ``env_params`` (its ``EnvParams``; ``env.default_params`` when None).
+
+    Use it wherever an id goes: ``PPO(env_id=from_gymnax(MyEnv()))``. ``env_id`` names it in
+    logs; a run on it can be trained, evaluated and logged, but not saved and reloaded, since
+    only registered ids can be rebuilt from a saved result.
+    """
+    missing = [name for name in _GYMNAX_API if not hasattr(env, name)]
+    if missing:
+        raise TypeError(
+            f"{type(env).__name__} lacks {', '.join(missing)} of gymnax's environment API; "
+            "subclass gymnax.environments.environment.Environment and define reset_env, "
+            "step_env, observation_space and action_space."
+        )
+    if env_params is None:
+        env_params = env.default_params
+    if not hasattr(env_params, "max_steps_in_episode"):
+        raise TypeError(
+            f"env_params {env_params!r} has no max_steps_in_episode: pass the environment's "
+            "EnvParams (a subclass of gymnax.environments.environment.EnvParams), which sets "
+            "the time limit."
+        )
+    return GymnaxAdapter(env, env_params, env_id)

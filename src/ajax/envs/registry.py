@@ -94,6 +94,13 @@ def _resolve(env_id: str) -> tuple[str, str]:
     )
 
 
+def is_registered(env_id: str | None) -> bool:
+    """Whether ``env_id`` names a registered environment (so that ``make_env`` rebuilds it)."""
+    prefix, _, name = (env_id or "").rpartition("/")
+    family = _FAMILIES.get(prefix)
+    return family is not None and name in _ids(family)
+
+
 def _unavailable(family: Family, name: str) -> str | None:
     try:
         return family.unavailable(name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ajax.envs.gymnax_adapter import GymnaxEnv
+from ajax.envs.gymnax_adapter import GymnaxAdapter, override
 
 #: The performance page's names for two registry entries.
 ALIASES = {"Plane": "plane", "Plane3DCircle": "plane3d_circle"}
@@ -30,11 +30,12 @@ def registered_ids() -> list[str]:
     return [*ALIASES, *_registry()]
 
 
-class TargetGymEnv(GymnaxEnv):
+class TargetGymEnv(GymnaxAdapter):
     """A target-gym environment; ``env_params`` override its parameters."""
 
     def __init__(self, name: str, **env_params: Any):
         spec = _registry()[ALIASES.get(name, name)]
         variant = {k: v for k, v in spec.test_params.items() if k != "max_steps_in_episode"}
         defaults = spec.params_cls(**variant)
-        self._adopt(spec.make_env(), defaults, f"target_gym/{name}", env_params)
+        env_id = f"target_gym/{name}"
+        super().__init__(spec.make_env(), override(defaults, env_params, env_id), env_id)

@@ -278,3 +278,13 @@ class NormalizeReward(Wrapper):
         discounted = jnp.where(terminated | truncated, 0.0, discounted)
         state = NormalizeRewardState(inner, discounted, moments)
         return state, obs, scaled, terminated, truncated, info
+
+
+def copies(env: Env, num_envs: int) -> Env:
+    """``num_envs`` copies of ``env`` with every wrapper an agent trains and evaluates under:
+    vectorised, reset where an episode ends, with episode statistics, and with the action
+    map for continuous actions (so agents act in ``[-1, 1]``). Episode statistics see raw
+    rewards, beneath any normalisation an agent adds on top."""
+    if isinstance(env.action_space, Box):
+        env = ActionMap(env)
+    return EpisodeStats(AutoReset(VectorEnv(env, num_envs)))

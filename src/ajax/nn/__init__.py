@@ -1,6 +1,21 @@
 """Networks and distributions shared by the agents."""
 
-from ajax.nn.distributions import Categorical, Normal, TanhNormal
-from ajax.nn.mlp import ACTIVATIONS, MLP
+from ajax.nn.distributions import (
+    Categorical,
+    EpsilonGreedy,
+    NoisyDeterministic,
+    Normal,
+    TanhNormal,
+)
+from ajax.nn.mlp import ACTIVATIONS, MLP, MLPHead
 
-__all__ = ["ACTIVATIONS", "MLP", "Categorical", "Normal", "TanhNormal"]
+__all__ = [
+    "ACTIVATIONS",
+    "MLP",
+    "Categorical",
+    "EpsilonGreedy",
+    "MLPHead",
+    "NoisyDeterministic",
+    "Normal",
+    "TanhNormal",
+]

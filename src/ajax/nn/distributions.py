@@ -1,4 +1,7 @@
-"""The action distributions the agents need, as small pure pytrees."""
+"""The action distributions the agents need, as small pure pytrees.
+
+Every agent's ``policy(params, obs)`` returns one of these, and every one has ``sample(key)``
+(the behaviour policy's action) and ``mode()`` (the deterministic action of evaluation)."""
 
 from __future__ import annotations
 
@@ -67,5 +70,54 @@ class TanhNormal:
         log_det = 2.0 * (math.log(2.0) - pre_tanh - jax.nn.softplus(-2.0 * pre_tanh))
         return jnp.tanh(pre_tanh), gaussian.log_prob(pre_tanh) - log_det.sum(-1)
 
+    def sample(self, key: jax.Array) -> jax.Array:
+        return self.sample_and_log_prob(key)[0]
+
     def mode(self) -> jax.Array:
         return jnp.tanh(self.mean)
+
+
+@struct.dataclass
+class NoisyDeterministic:
+    """A deterministic action in ``[-1, 1]`` explored with Gaussian noise of std ``noise_std``,
+    clipped back into ``[-1, 1]``: TD3's behaviour policy (Fujimoto et al. 2018, section 6)."""
+
+    action: jax.Array
+    noise_std: jax.Array
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        noise = self.noise_std * jax.random.normal(key, self.action.shape)
+        return jnp.clip(self.action + noise, -1.0, 1.0)
+
+    def mode(self) -> jax.Array:
+        return self.action
+
+
+@struct.dataclass
+class EpsilonGreedy:
+    """The greedy action of ``q_values`` [..., actions], replaced with probability ``epsilon``
+    by a uniformly random one (Mnih et al. 2015)."""
+
+    q_values: jax.Array
+    epsilon: jax.Array
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        explore_key, action_key = jax.random.split(key)
+        greedy = self.mode()
+        random = jax.random.randint(action_key, greedy.shape, 0, self.q_values.shape[-1])
+        explore = jax.random.uniform(explore_key, greedy.shape) < self.epsilon
+        return jnp.where(explore, random, greedy).astype(jnp.int32)
+
+    def mode(self) -> jax.Array:
+        return jnp.argmax(self.q_values, axis=-1).astype(jnp.int32)
+
+    def probs(self) -> jax.Array:
+        """Each action's probability: epsilon spread evenly, the rest on the greedy action."""
+        n = self.q_values.shape[-1]
+        greedy = jax.nn.one_hot(self.mode(), n)
+        epsilon = jnp.asarray(self.epsilon)[..., None]
+        return epsilon / n + (1.0 - epsilon) * greedy
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        p = jnp.take_along_axis(self.probs(), action[..., None].astype(jnp.int32), -1)[..., 0]
+        return jnp.log(p)

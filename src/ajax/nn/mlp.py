@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -43,6 +44,17 @@ class MLP(nn.Module):
             x = nn.Dense(size, **({"kernel_init": init(np.sqrt(2))} if init else {}))(x)
             x = act(nn.LayerNorm()(x) if self.layer_norm else x)
         return nn.Dense(self.out_dim, **({"kernel_init": init(self.out_gain)} if init else {}))(x)
+
+
+class MLPHead(nn.Module):
+    """An MLP whose outputs ``head`` turns into something else, typically a distribution
+    (``MLPHead(MLP(sizes, n_actions, out_gain=0.01), Categorical)``)."""
+
+    mlp: MLP
+    head: Callable[[jax.Array], Any]
+
+    def __call__(self, x: jax.Array) -> Any:
+        return self.head(self.mlp(x))
 
 
 def flatten_obs(obs: jax.Array, obs_ndim: int) -> jax.Array:
