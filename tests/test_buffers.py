@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ajax import DQN
-from ajax.buffers import ReplayBuffer, transition_bytes
+from ajax.buffers import Episodes, EpisodeStore, ReplayBuffer, transition_bytes
 from ajax.loop import check_memory, init_program, seed_keys, state_bytes
 
 
@@ -86,3 +86,35 @@ def test_train_refuses_before_compiling(monkeypatch):
     with pytest.raises(MemoryError, match="Lower buffer_size"):
         DQN(env_id="CartPole-v1").train(seed=[0, 1], n_timesteps=1_000)
 
+
+def _episodes(returns, max_length=3):
+    returns = jnp.asarray(returns, jnp.float32)
+    n = returns.shape[0]
+    # Each episode's steps hold its return, so the tests can see which episode went where.
+    steps = {"obs": jnp.broadcast_to(returns[:, None, None], (n, max_length, 2))}
+    return Episodes(steps, jnp.full(n, max_length, jnp.int32), returns)
+
+
+def test_episode_store_keeps_the_best_episodes_sorted():
+    store = EpisodeStore.create({"obs": jnp.zeros(2)}, capacity=3, max_length=3)
+    assert int(store.size) == 0
+    store = store.add(_episodes([5.0, -jnp.inf]))
+    assert int(store.size) == 1
+    store = store.add(_episodes([1.0, 9.0, 3.0, 7.0]))
+    np.testing.assert_array_equal(store.episodes.returns, [9.0, 7.0, 5.0])
+    np.testing.assert_array_equal(store.episodes.steps["obs"][:, 0, 0], [9.0, 7.0, 5.0])
+    np.testing.assert_array_equal(store.best(2).returns, [9.0, 7.0])
+
+
+def test_episode_store_keeps_the_older_of_equal_returns():
+    store = EpisodeStore.create({"obs": jnp.zeros(2)}, capacity=2, max_length=3)
+    store = store.add(Episodes({"obs": jnp.zeros((2, 3, 2))}, jnp.asarray([1, 2]), jnp.ones(2)))
+    store = store.add(Episodes({"obs": jnp.zeros((1, 3, 2))}, jnp.asarray([3]), jnp.ones(1)))
+    np.testing.assert_array_equal(store.episodes.lengths, [1, 2])
+
+
+def test_episode_store_samples_only_stored_episodes():
+    store = EpisodeStore.create({"obs": jnp.zeros(2)}, capacity=8, max_length=3)
+    store = store.add(_episodes([2.0, 4.0, 6.0]))
+    sample = jax.jit(store.sample, static_argnums=1)(jax.random.key(0), 300)
+    assert set(np.asarray(sample.returns).tolist()) == {2.0, 4.0, 6.0}

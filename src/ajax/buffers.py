@@ -1,19 +1,38 @@
-"""Replay memory that lives inside the scanned training state, one buffer per seed.
+"""Storage that lives inside the scanned training state, one store per seed.
 
-A buffer is a pytree of arrays with ``capacity`` rows each (one row per transition), a write
-position and a fill count. ``add`` writes the batch of all copies' transitions of one step;
-``sample`` draws uniformly from what has been written. Because it is part of the state, it is
-vmapped with everything else: memory grows linearly with the number of seeds (docs/memory.md).
+Every store is a pytree with one small interface, :class:`Store`: ``add(batch) -> store``
+and ``sample(key, n) -> batch``, both pure, so it is vmapped and donated with the rest of the
+state: memory grows linearly with the number of seeds (docs/memory.md).
+
+* :class:`ReplayBuffer`: transitions, one row each, in a ring of ``capacity`` rows. ``sample``
+  draws rows uniformly; ``sample_sequences`` draws runs of consecutive steps of one copy
+  (n-step returns, and the contiguous slices a world model trains on).
+* :class:`EpisodeStore`: whole episodes at a fixed length, keeping the best ``capacity`` by
+  return (UDRL's replay).
+
+flashbax's buffers fit this design too (pure pytrees); ``benchmarks/storage_bench.py``
+measures them against these under the replay agents' workloads, and PERFORMANCE_REPORT.md
+gives the figures that decided for the code here.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+
+
+class Store(Protocol):
+    """What every store provides."""
+
+    def add(self, batch: Any) -> Store:
+        """The store with ``batch`` written (a leading axis of items)."""
+
+    def sample(self, key: jax.Array, n: int) -> Any:
+        """``n`` items drawn uniformly, with replacement, from those stored."""
 
 
 @struct.dataclass
@@ -96,6 +115,63 @@ class ReplayBuffer:
         starts = jax.random.randint(key, (batch_size,), 0, jnp.maximum(self.size - span, 1))
         rows = (oldest + starts[:, None] + stride * jnp.arange(length)) % self.capacity
         return jax.tree.map(lambda s: s[rows], self.storage)
+
+
+@struct.dataclass
+class Episodes:
+    """Whole episodes at a fixed length: ``steps`` leaves ``[n, max_length, ...]`` (steps past
+    an episode's ``length`` are padding), with each episode's undiscounted ``returns`` [n]."""
+
+    steps: Any
+    lengths: jax.Array
+    returns: jax.Array
+
+
+@struct.dataclass
+class EpisodeStore:
+    """The best ``capacity`` episodes seen, by undiscounted return, sorted best first.
+
+    Empty slots hold a return of ``-inf``, so they sort last and are never sampled once the
+    store holds anything. Among equal returns the episodes stored earlier stay first.
+    """
+
+    episodes: Episodes
+
+    @property
+    def capacity(self) -> int:
+        return self.episodes.returns.shape[0]
+
+    @property
+    def size(self) -> jax.Array:
+        """How many slots hold an episode."""
+        return jnp.sum(jnp.isfinite(self.episodes.returns)).astype(jnp.int32)
+
+    @classmethod
+    def create(cls, example_step: Any, capacity: int, max_length: int) -> EpisodeStore:
+        """An empty store for episodes of at most ``max_length`` steps like ``example_step``."""
+        steps = jax.tree.map(
+            lambda x: jnp.zeros((capacity, max_length, *jnp.shape(x)), jnp.asarray(x).dtype),
+            example_step,
+        )
+        lengths = jnp.zeros(capacity, jnp.int32)
+        return cls(Episodes(steps, lengths, jnp.full(capacity, -jnp.inf, jnp.float32)))
+
+    def add(self, batch: Episodes) -> EpisodeStore:
+        """Keep the best ``capacity`` of the stored episodes and ``batch``'s (an episode that
+        should not be offered, say one not yet finished, has a return of ``-inf``)."""
+        both = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), self.episodes, batch)
+        # lax.top_k puts the lower index first among equal values: stored episodes win ties.
+        _, keep = jax.lax.top_k(both.returns, self.capacity)
+        return EpisodeStore(jax.tree.map(lambda x: x[keep], both))
+
+    def best(self, k: int) -> Episodes:
+        """The ``k`` best episodes stored (some may be empty slots, with return ``-inf``)."""
+        return jax.tree.map(lambda x: x[:k], self.episodes)
+
+    def sample(self, key: jax.Array, n: int) -> Episodes:
+        """``n`` stored episodes drawn uniformly, with replacement."""
+        index = jax.random.randint(key, (n,), 0, jnp.maximum(self.size, 1))
+        return jax.tree.map(lambda x: x[index], self.episodes)
 
 
 def transition_bytes(example: Any) -> int:
