@@ -50,6 +50,7 @@ TASKS: dict[str, tuple[str, dict]] = {
     "SAC": ("Pendulum-v1", {"learning_starts": 1_000}),
     "TD3": ("Pendulum-v1", {"learning_starts": 1_000}),
     "REDQ": ("Pendulum-v1", {"learning_starts": 1_000}),
+    "APO": ("Pendulum-v1", {}),
 }
 
 

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ajax import DQN, PPO, PQN, REDQ, SAC, TD3
+from ajax import APO, DQN, PPO, PQN, REDQ, SAC, TD3
 from ajax.acting import EnvCursor, rollout
 from ajax.envs import Discrete
 from ajax.envs.wrappers import copies
@@ -93,6 +93,7 @@ AGENTS = [
     (SAC, ActionReward(continuous=True), {}),
     (TD3, ActionReward(continuous=True), {}),
     (REDQ, ActionReward(continuous=True), {}),
+    (APO, ActionReward(continuous=True), {}),
 ]
 
 

@@ -21,6 +21,7 @@ SMALL = {
     "SAC": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
     "TD3": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
     "REDQ": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
+    "APO": ("Pendulum-v1", {"n_steps": 16, "n_minibatches": 2}),
 }
 
 

@@ -1,5 +1,6 @@
 """The agents, by name."""
 
+from ajax.agents.apo import APO
 from ajax.agents.base import Agent
 from ajax.agents.dqn import DQN
 from ajax.agents.ppo import PPO
@@ -8,6 +9,6 @@ from ajax.agents.redq import REDQ
 from ajax.agents.sac import SAC
 from ajax.agents.td3 import TD3
 
-AGENTS: dict[str, type[Agent]] = {cls.__name__: cls for cls in (PPO, DQN, PQN, SAC, TD3, REDQ)}
+AGENTS: dict[str, type[Agent]] = {cls.__name__: cls for cls in (PPO, DQN, PQN, SAC, TD3, REDQ, APO)}
 
-__all__ = ["AGENTS", "DQN", "PPO", "PQN", "REDQ", "SAC", "TD3", "Agent"]
+__all__ = ["AGENTS", "APO", "DQN", "PPO", "PQN", "REDQ", "SAC", "TD3", "Agent"]
