@@ -51,6 +51,8 @@ TASKS: dict[str, tuple[str, dict]] = {
     "TD3": ("Pendulum-v1", {"learning_starts": 1_000}),
     "REDQ": ("Pendulum-v1", {"learning_starts": 1_000}),
     "APO": ("Pendulum-v1", {}),
+    "APG": ("ajax/PendulumTracking-v0", {}),
+    "UDRL": ("CartPole-v1", {}),
 }
 
 

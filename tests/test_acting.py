@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ajax import APO, DQN, PPO, PQN, REDQ, SAC, TD3
+from ajax import APG, APO, DQN, PPO, PQN, REDQ, SAC, TD3
 from ajax.acting import EnvCursor, rollout
 from ajax.envs import Discrete
 from ajax.envs.wrappers import copies
@@ -95,6 +95,17 @@ AGENTS = [
     (REDQ, ActionReward(continuous=True), {}),
     (APO, ActionReward(continuous=True), {}),
 ]
+
+
+def test_apg_has_the_surface_of_an_agent_without_a_value():
+    agent = APG(env_id="ajax/PendulumTracking-v0", n_envs=2)
+    state = jax.jit(lambda k: agent.init(k, agent.env_copies(2), 1))(jax.random.key(0))
+    obs = jnp.ones((5, 7))
+    dist = agent.policy(state.params, obs)
+    action, carry = agent.act(state.params, obs, (), jax.random.key(2), deterministic=True)
+    np.testing.assert_array_equal(action, dist.mode())
+    assert action.shape == (5, 1) and np.all(np.abs(action) < 1) and carry == ()
+    assert not hasattr(agent, "value") and not hasattr(agent, "q_values")
 
 
 @pytest.mark.parametrize(

@@ -95,22 +95,24 @@ def _episodes(returns, max_length=3):
     return Episodes(steps, jnp.full(n, max_length, jnp.int32), returns)
 
 
-def test_episode_store_keeps_the_best_episodes_sorted():
+def test_episode_store_keeps_the_best_episodes():
     store = EpisodeStore.create({"obs": jnp.zeros(2)}, capacity=3, max_length=3)
     assert int(store.size) == 0
     store = store.add(_episodes([5.0, -jnp.inf]))
     assert int(store.size) == 1
-    store = store.add(_episodes([1.0, 9.0, 3.0, 7.0]))
-    np.testing.assert_array_equal(store.episodes.returns, [9.0, 7.0, 5.0])
-    np.testing.assert_array_equal(store.episodes.steps["obs"][:, 0, 0], [9.0, 7.0, 5.0])
+    store = store.add(_episodes([1.0, 9.0, 3.0, 7.0, 2.0]))
+    assert sorted(np.asarray(store.episodes.returns).tolist()) == [5.0, 7.0, 9.0]
+    # Each episode's steps moved with it.
+    np.testing.assert_array_equal(store.episodes.steps["obs"][:, 0, 0], store.episodes.returns)
     np.testing.assert_array_equal(store.best(2).returns, [9.0, 7.0])
+    np.testing.assert_array_equal(store.best(2).steps["obs"][:, 2, 1], [9.0, 7.0])
 
 
 def test_episode_store_keeps_the_older_of_equal_returns():
     store = EpisodeStore.create({"obs": jnp.zeros(2)}, capacity=2, max_length=3)
     store = store.add(Episodes({"obs": jnp.zeros((2, 3, 2))}, jnp.asarray([1, 2]), jnp.ones(2)))
     store = store.add(Episodes({"obs": jnp.zeros((1, 3, 2))}, jnp.asarray([3]), jnp.ones(1)))
-    np.testing.assert_array_equal(store.episodes.lengths, [1, 2])
+    assert sorted(np.asarray(store.episodes.lengths).tolist()) == [1, 2]
 
 
 def test_episode_store_samples_only_stored_episodes():
@@ -118,3 +120,15 @@ def test_episode_store_samples_only_stored_episodes():
     store = store.add(_episodes([2.0, 4.0, 6.0]))
     sample = jax.jit(store.sample, static_argnums=1)(jax.random.key(0), 300)
     assert set(np.asarray(sample.returns).tolist()) == {2.0, 4.0, 6.0}
+
+
+def test_episode_store_samples_steps_within_their_episode():
+    store = EpisodeStore.create({"t": jnp.zeros((), jnp.int32)}, capacity=4, max_length=5)
+    lengths = jnp.asarray([2, 5])
+    steps = {"t": jnp.broadcast_to(jnp.arange(5), (2, 5))}
+    store = store.add(Episodes(steps, lengths, jnp.asarray([1.0, 2.0])))
+    sampled, t, length = jax.jit(store.sample_steps, static_argnums=1)(jax.random.key(1), 500)
+    np.testing.assert_array_equal(sampled["t"], t)
+    assert np.all(t < length) and np.all(t >= 0)
+    assert set(np.asarray(length).tolist()) == {2, 5}
+    assert set(np.asarray(t[length == 5]).tolist()) == {0, 1, 2, 3, 4}

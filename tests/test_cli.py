@@ -61,7 +61,9 @@ def test_bad_env_params_fail_with_the_fix(capsys):
 def test_list_shows_agents_and_env_ids(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in ("PPO", "DQN", "PQN", "SAC", "TD3", "REDQ", "APO"))
+    assert all(
+        name in out for name in ("PPO", "DQN", "PQN", "SAC", "TD3", "REDQ", "APO", "APG", "UDRL")
+    )
     assert "gymnax/CartPole-v1" in out and "gymnax/Pendulum-v1" in out
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ajax import DQN, PPO, PQN, REDQ, SAC, TD3, LoggingConfig
+from ajax import DQN, PPO, PQN, REDQ, SAC, TD3, UDRL, LoggingConfig
 from ajax.cli import main
 
 
@@ -58,6 +58,10 @@ from ajax.cli import main
         (
             lambda: REDQ(env_id="Pendulum-v1", n_target_critics=12),
             r"n_target_critics=12 exceeds n_critics=10.*at most 10",
+        ),
+        (
+            lambda: UDRL(env_id="CartPole-v1", last_few=40, store_size=30),
+            r"last_few=40 exceeds store_size=30: the exploratory command.*at most 30",
         ),
         (
             # REDQ only overrides SAC's default; the range is SAC's, declared once.

@@ -10,7 +10,7 @@ from ajax import _compile_cache
 
 _compile_cache.configure()
 
-from ajax.agents import AGENTS, APO, DQN, PPO, PQN, REDQ, SAC, TD3  # noqa: E402
+from ajax.agents import AGENTS, APG, APO, DQN, PPO, PQN, REDQ, SAC, TD3, UDRL  # noqa: E402
 from ajax.envs import make_env  # noqa: E402
 from ajax.logging import LoggingConfig  # noqa: E402
 from ajax.result import TrainResult, evaluate, load  # noqa: E402
@@ -18,6 +18,7 @@ from ajax.watchdog import RunHungError, Watchdog  # noqa: E402
 
 __all__ = [
     "AGENTS",
+    "APG",
     "APO",
     "DQN",
     "PPO",
@@ -25,6 +26,7 @@ __all__ = [
     "REDQ",
     "SAC",
     "TD3",
+    "UDRL",
     "LoggingConfig",
     "RunHungError",
     "TrainResult",

@@ -49,6 +49,13 @@ class EnvCursor:
 
 
 PolicyFn = Callable[[Any, jax.Array, Any, jax.Array], tuple[jax.Array, Any, Any]]
+#: ``after_step(carry, reward) -> carry``: what the step's outcome does to the carry (UDRL's
+#: command spends the reward just earned), applied before a finished episode's reset.
+AfterStep = Callable[[Any, jax.Array], Any]
+
+
+def _unchanged(carry: Any, reward: jax.Array) -> Any:
+    return carry
 
 
 def reset_carry(carry: Any, fresh: Any, done: jax.Array) -> Any:
@@ -79,14 +86,15 @@ def actor_step(
     cursor: EnvCursor,
     key: jax.Array,
     fresh_carry: Any = (),
+    after_step: AfterStep = _unchanged,
 ) -> tuple[EnvCursor, Transition, Any]:
-    """One step of every copy with the actions of ``policy_fn``; the carry of a copy whose
-    episode ended becomes ``fresh_carry``'s. Returns the new cursor, the transition and the
-    policy's extras."""
+    """One step of every copy with the actions of ``policy_fn``; the carry then takes in the
+    reward (``after_step``), and that of a copy whose episode ended becomes ``fresh_carry``'s.
+    Returns the new cursor, the transition and the policy's extras."""
     act_key, step_key = jax.random.split(key)
     action, carry, extras = policy_fn(params, cursor.obs, cursor.carry, act_key)
     env_state, next_obs, transition = step_env(env, step_key, cursor.env_state, cursor.obs, action)
-    carry = reset_carry(carry, fresh_carry, transition.done)
+    carry = reset_carry(after_step(carry, transition.reward), fresh_carry, transition.done)
     return EnvCursor(env_state, next_obs, carry), transition, extras
 
 
@@ -98,6 +106,7 @@ def rollout(
     key: jax.Array,
     n_steps: int,
     fresh_carry: Any = (),
+    after_step: AfterStep = _unchanged,
 ) -> tuple[EnvCursor, Transition, Any]:
     """``n_steps`` steps of every copy (:func:`actor_step`); transitions and extras gain a
     leading step axis. Differentiable with respect to ``params`` where the environment's
@@ -105,7 +114,7 @@ def rollout(
 
     def one_step(cursor: EnvCursor, step_key: jax.Array):
         cursor, transition, extras = actor_step(
-            env, policy_fn, params, cursor, step_key, fresh_carry
+            env, policy_fn, params, cursor, step_key, fresh_carry, after_step
         )
         return cursor, (transition, extras)
 

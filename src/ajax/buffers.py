@@ -8,7 +8,7 @@ state: memory grows linearly with the number of seeds (docs/memory.md).
   draws rows uniformly; ``sample_sequences`` draws runs of consecutive steps of one copy
   (n-step returns, and the contiguous slices a world model trains on).
 * :class:`EpisodeStore`: whole episodes at a fixed length, keeping the best ``capacity`` by
-  return (UDRL's replay).
+  return (UDRL's replay), sampled as episodes or as single steps.
 
 flashbax's buffers fit this design too (pure pytrees); ``benchmarks/storage_bench.py``
 measures them against these under the replay agents' workloads, and PERFORMANCE_REPORT.md
@@ -129,10 +129,13 @@ class Episodes:
 
 @struct.dataclass
 class EpisodeStore:
-    """The best ``capacity`` episodes seen, by undiscounted return, sorted best first.
+    """The best ``capacity`` episodes offered, by undiscounted return.
 
-    Empty slots hold a return of ``-inf``, so they sort last and are never sampled once the
-    store holds anything. Among equal returns the episodes stored earlier stay first.
+    Each offered episode replaces the worst one stored if its return is higher, so an offer
+    writes one episode whatever the capacity, and the store always holds the best
+    ``capacity`` episodes offered so far (among equal returns, the one stored first stays).
+    Empty slots hold a return of ``-inf``; they fill in order, so the filled slots are the
+    first ``size``.
     """
 
     episodes: Episodes
@@ -157,21 +160,39 @@ class EpisodeStore:
         return cls(Episodes(steps, lengths, jnp.full(capacity, -jnp.inf, jnp.float32)))
 
     def add(self, batch: Episodes) -> EpisodeStore:
-        """Keep the best ``capacity`` of the stored episodes and ``batch``'s (an episode that
-        should not be offered, say one not yet finished, has a return of ``-inf``)."""
-        both = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), self.episodes, batch)
-        # lax.top_k puts the lower index first among equal values: stored episodes win ties.
-        _, keep = jax.lax.top_k(both.returns, self.capacity)
-        return EpisodeStore(jax.tree.map(lambda x: x[keep], both))
+        """Offer ``batch``'s episodes in turn (one with a return of ``-inf``, say an episode
+        not yet finished, is never stored)."""
+
+        def offer(episodes: Episodes, episode: Episodes) -> tuple[Episodes, None]:
+            slot = jnp.argmin(episodes.returns)
+            better = episode.returns > episodes.returns[slot]
+            write = lambda stored, new: stored.at[slot].set(jnp.where(better, new, stored[slot]))  # noqa: E731
+            return jax.tree.map(write, episodes, episode), None
+
+        episodes, _ = jax.lax.scan(offer, self.episodes, batch)
+        return EpisodeStore(episodes)
 
     def best(self, k: int) -> Episodes:
-        """The ``k`` best episodes stored (some may be empty slots, with return ``-inf``)."""
-        return jax.tree.map(lambda x: x[:k], self.episodes)
+        """The ``k`` best episodes stored, best first (empty slots, with return ``-inf``, come
+        last)."""
+        _, index = jax.lax.top_k(self.episodes.returns, k)
+        return jax.tree.map(lambda x: x[index], self.episodes)
 
     def sample(self, key: jax.Array, n: int) -> Episodes:
         """``n`` stored episodes drawn uniformly, with replacement."""
         index = jax.random.randint(key, (n,), 0, jnp.maximum(self.size, 1))
         return jax.tree.map(lambda x: x[index], self.episodes)
+
+    def sample_steps(self, key: jax.Array, n: int) -> tuple[Any, jax.Array, jax.Array]:
+        """``n`` steps: stored episodes drawn uniformly, then a step uniformly within each.
+        Returns the steps (leaves ``[n, ...]``), their index in their episode and the
+        episode's length."""
+        episode_key, step_key = jax.random.split(key)
+        index = jax.random.randint(episode_key, (n,), 0, jnp.maximum(self.size, 1))
+        lengths = self.episodes.lengths[index]
+        t = jnp.floor(jax.random.uniform(step_key, (n,)) * lengths).astype(jnp.int32)
+        steps = jax.tree.map(lambda x: x[index, t], self.episodes.steps)
+        return steps, t, lengths
 
 
 def transition_bytes(example: Any) -> int:

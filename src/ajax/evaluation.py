@@ -30,6 +30,7 @@ def run_episodes(
         key, act_key, step_key = jax.random.split(key, 3)
         action, carry = agent.act(params, obs, carry, act_key, deterministic=True)
         state, obs, reward, terminated, truncated, _ = env.step(step_key, state, action)
+        carry = agent.after_step(params, carry, reward)
         returns = returns + jnp.where(done, 0.0, reward)
         lengths = lengths + jnp.where(done, 0, 1)
         return state, obs, carry, key, returns, lengths, done | terminated | truncated, t + 1

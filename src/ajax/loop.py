@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ajax.buffers import ReplayBuffer
+from ajax.buffers import EpisodeStore, ReplayBuffer
 from ajax.envs.core import SEED_AXIS
 from ajax.evaluation import run_episodes
 from ajax.logging import LoggingConfig, LogWriter, run_directory
@@ -86,12 +86,14 @@ def plan_run(agent: Any, n_timesteps: int, logging_config: LoggingConfig | None)
 
 
 def state_bytes(state_shape: Any) -> tuple[int, int]:
-    """Bytes of a (shape-only) state, and of the replay buffers within it."""
+    """Bytes of a (shape-only) state, and of the stores (replay buffers, episode stores)
+    within it."""
     nbytes = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))  # noqa: E731
+    stores = (ReplayBuffer, EpisodeStore)
     buffers = [
         node
-        for node in jax.tree.leaves(state_shape, is_leaf=lambda n: isinstance(n, ReplayBuffer))
-        if isinstance(node, ReplayBuffer)
+        for node in jax.tree.leaves(state_shape, is_leaf=lambda n: isinstance(n, stores))
+        if isinstance(node, stores)
     ]
     return nbytes(state_shape), sum(nbytes(b) for b in buffers)
 

@@ -83,21 +83,23 @@ class TrainResult:
                 "cannot keep. Use act_with_carry(obs, carry, episode_start), starting from "
                 "carry=result.initial_carry()."
             )
-        return self.act_with_carry(obs, (), True, deterministic, key)[0]
+        return self.act_with_carry(obs, (), True, 0.0, deterministic, key)[0]
 
     def act_with_carry(
         self,
         obs: Any,
         carry: Any,
         episode_start: Any,
+        reward: Any = 0.0,
         deterministic: bool = True,
         key: jax.Array | None = None,
     ) -> tuple[np.ndarray, Any]:
         """Each seed's action for ``obs`` and its carry for the next step.
 
         ``obs`` as for :meth:`act`; ``carry`` is the one returned by the previous call (or
-        :meth:`initial_carry`); where ``episode_start`` (one flag, or one per seed) is true,
-        the carry is reset to the initial one first, as in training.
+        :meth:`initial_carry`) and ``reward`` what the previous action earned (one, or one
+        per seed), which the carry takes in first; then, where ``episode_start`` (one flag,
+        or one per seed) is true, the carry is reset to the initial one, as in training.
         """
         obs = jnp.asarray(obs, jnp.float32)
         obs_shape = self.agent.env.observation_space.shape
@@ -112,16 +114,18 @@ class TrainResult:
             key = jax.random.PRNGKey(0)
         keys = jax.random.split(key, len(self.seeds))
         start = jnp.broadcast_to(jnp.asarray(episode_start, bool), (len(self.seeds),))
+        earned = jnp.broadcast_to(jnp.asarray(reward, jnp.float32), (len(self.seeds),))
         env = self.agent.env_copies(1)
 
-        def one(params, env_state, o, c, s, k):
+        def one(params, env_state, o, c, s, r, k):
+            c = self.agent.after_step(params, c, r[None])
             c = reset_carry(c, self.agent.initial_carry(params, 1), s[None])
             o = env.observe(env_state, o[None])
             action, c = self.agent.act(params, o, c, k, deterministic)
             return env.action_to_env(action)[0], c
 
         action, carry = jax.jit(jax.vmap(one))(
-            self.state.params, self.state.cursor.env_state, obs, carry, start, keys
+            self.state.params, self.state.cursor.env_state, obs, carry, start, earned, keys
         )
         return np.asarray(action), carry
 

@@ -1,5 +1,6 @@
 """The agents, by name."""
 
+from ajax.agents.apg import APG
 from ajax.agents.apo import APO
 from ajax.agents.base import Agent
 from ajax.agents.dqn import DQN
@@ -8,7 +9,10 @@ from ajax.agents.pqn import PQN
 from ajax.agents.redq import REDQ
 from ajax.agents.sac import SAC
 from ajax.agents.td3 import TD3
+from ajax.agents.udrl import UDRL
 
-AGENTS: dict[str, type[Agent]] = {cls.__name__: cls for cls in (PPO, DQN, PQN, SAC, TD3, REDQ, APO)}
+AGENTS: dict[str, type[Agent]] = {
+    cls.__name__: cls for cls in (PPO, DQN, PQN, SAC, TD3, REDQ, APO, APG, UDRL)
+}
 
-__all__ = ["AGENTS", "APO", "DQN", "PPO", "PQN", "REDQ", "SAC", "TD3", "Agent"]
+__all__ = ["AGENTS", "APG", "APO", "DQN", "PPO", "PQN", "REDQ", "SAC", "TD3", "UDRL", "Agent"]

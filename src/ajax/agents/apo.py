@@ -35,7 +35,6 @@ from ajax.acting import Transition
 from ajax.agents.base import hyperparameter, override
 from ajax.agents.on_policy import OnPolicyState
 from ajax.agents.ppo import PPO, PPOConfig
-from ajax.returns import gae
 
 SOURCE = "xtma/apo MuJoCo config"
 
@@ -104,14 +103,7 @@ class APO(PPO):
                 ("value_offset", values.mean()),
             )
         }
-        advantages, targets = gae(
-            steps.reward - stats["reward_rate"],
-            values,
-            next_values,
-            steps.terminated.astype(jnp.float32),
-            steps.done.astype(jnp.float32),
-            c.gamma,
-            c.gae_lambda,
-        )
+        rewards = steps.reward - stats["reward_rate"]
+        advantages, targets = self._gae(steps, rewards, values, next_values)
         targets = targets - c.value_offset_coef * stats["value_offset"]
         return state.replace(stats=stats), advantages, targets, stats

@@ -22,10 +22,12 @@ action])``. Every public method takes the full ``state.params``.
 
 Acting carries a state from one step to the next (a command, a recurrent latent, a plan):
 ``act(params, obs, carry, key, deterministic) -> (action, carry)``, starting from
-``initial_carry(params, n)`` for ``n`` copies, and reset to it wherever an episode ends
-(:func:`ajax.acting.rollout`, evaluation, :meth:`ajax.TrainResult.act`). Agents without one
-keep the empty default, ``()``, which costs nothing. The initial carry takes the parameters
-because some depend on what was learnt (UDRL's command comes from the best episodes).
+``initial_carry(params, n)`` for ``n`` copies, taking in each step's reward with
+``after_step(params, carry, reward)``, and reset to the initial carry wherever an episode ends
+(:func:`ajax.acting.rollout`, evaluation, :meth:`ajax.TrainResult.act_with_carry`). Agents
+without one keep the empty default, ``()``, which costs nothing. The initial carry takes the
+parameters because some depend on what was learnt (UDRL's command comes from the best
+episodes).
 """
 
 from __future__ import annotations
@@ -162,6 +164,14 @@ class Agent(abc.ABC):
                 "onto finite bounds. Wrap the environment to give it finite bounds."
             )
 
+    def _require_at_most(self, name: str, limit: str, why: str) -> None:
+        """Refuse a config whose ``name`` exceeds ``limit`` (both fields), saying ``why``."""
+        value, bound = getattr(self.config, name), getattr(self.config, limit)
+        if value > bound:
+            raise ValueError(
+                f"{name}={value} exceeds {limit}={bound}: {why}. Lower {name} to at most {bound}."
+            )
+
     @property
     def name(self) -> str:
         return type(self).__name__
@@ -205,6 +215,12 @@ class Agent(abc.ABC):
     def initial_carry(self, params: Any, n: int) -> Any:
         """The acting carry of ``n`` copies at the start of their episodes."""
         return ()
+
+    def after_step(self, params: Any, carry: Any, reward: jax.Array) -> Any:
+        """The carry once the step has paid ``reward`` (one per copy); unchanged by default.
+        UDRL's command spends it: the reward arrives after the action, so it cannot enter
+        :meth:`act`."""
+        return carry
 
     def act(
         self, params: Any, obs: jax.Array, carry: Any, key: jax.Array, deterministic: bool

@@ -69,6 +69,27 @@ class OnPolicyState:
     #: agents without any.
     stats: Any = ()
 
+    @classmethod
+    def start(
+        cls,
+        params: Any,
+        optimizer: optax.GradientTransformation,
+        cursor: EnvCursor,
+        key: jax.Array,
+        total_iterations: int,
+        stats: Any = (),
+    ) -> OnPolicyState:
+        """The state before the first iteration."""
+        return cls(
+            params=params,
+            opt_state=optimizer.init(params),
+            cursor=cursor,
+            key=key,
+            iteration=jnp.zeros((), jnp.int32),
+            total_iterations=jnp.asarray(total_iterations, jnp.int32),
+            stats=stats,
+        )
+
     @property
     def progress(self) -> jax.Array:
         """The fraction of the run's iterations done: 0 at the start, 1 at the end."""
@@ -121,14 +142,8 @@ class OnPolicyAgent(Agent):
 
     def init(self, key: jax.Array, env: Env, total_iterations: int) -> OnPolicyState:
         params, cursor, key = self._start(key, env, self._init_params)
-        return OnPolicyState(
-            params=params,
-            opt_state=self._optimizer.init(params),
-            cursor=cursor,
-            key=key,
-            iteration=jnp.zeros((), jnp.int32),
-            total_iterations=jnp.asarray(total_iterations, jnp.int32),
-            stats=self._initial_stats(),
+        return OnPolicyState.start(
+            params, self._optimizer, cursor, key, total_iterations, self._initial_stats()
         )
 
     def iteration(

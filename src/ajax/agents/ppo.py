@@ -152,19 +152,19 @@ class PPO(OnPolicyAgent):
         self, state: OnPolicyState, steps: Transition, values: jax.Array, next_values: jax.Array
     ) -> tuple[OnPolicyState, jax.Array, jax.Array, dict[str, jax.Array]]:
         """The advantages and value targets of a rollout ``[n_steps, n_envs]``, with the state
-        and metrics: GAE, bootstrapping truncated episodes from their true final
-        observation."""
-        c = self.config
-        advantages, targets = gae(
-            steps.reward,
-            values,
-            next_values,
-            steps.terminated.astype(jnp.float32),
-            steps.done.astype(jnp.float32),
-            c.gamma,
-            c.gae_lambda,
-        )
+        and metrics: GAE."""
+        advantages, targets = self._gae(steps, steps.reward, values, next_values)
         return state, advantages, targets, {}
+
+    def _gae(
+        self, steps: Transition, rewards: jax.Array, values: jax.Array, next_values: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
+        """GAE of ``rewards`` over the rollout ``steps``, bootstrapping truncated episodes from
+        their true final observation and cutting at every episode end."""
+        c = self.config
+        terminated = steps.terminated.astype(jnp.float32)
+        done = steps.done.astype(jnp.float32)
+        return gae(rewards, values, next_values, terminated, done, c.gamma, c.gae_lambda)
 
     def _loss(self, params, batch):
         c = self.config

@@ -60,12 +60,9 @@ class SAC(OffPolicyAgent):
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
         c = self.config
-        if c.n_target_critics > c.n_critics:
-            raise ValueError(
-                f"n_target_critics={c.n_target_critics} exceeds n_critics={c.n_critics}: the "
-                f"target takes its minimum over a subset of the critics. Lower n_target_critics "
-                f"to at most {c.n_critics}."
-            )
+        self._require_at_most(
+            "n_target_critics", "n_critics", "the target takes its minimum over a subset of them"
+        )
         outputs = MLP(c.hidden_sizes, 2 * self._action_dim, c.activation, orthogonal=False)
         self.actor = MLPHead(outputs, _squashed_gaussian)
         self.target_entropy = -c.target_entropy_scale * self._action_dim

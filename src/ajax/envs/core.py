@@ -41,6 +41,9 @@ class Env:
     #: Whether :class:`ajax.envs.wrappers.AutoReset` computes a reset on every step, so that
     #: gradients flow through it, rather than only on steps where some copy's episode ended.
     differentiable_reset: bool = False
+    #: Whether the step is differentiable in the action and the state, so that a rollout's
+    #: return can be differentiated with respect to the policy (APG refuses other tasks).
+    differentiable: bool = False
 
     def reset(self, key: jax.Array) -> tuple[Any, jax.Array]:
         raise NotImplementedError(f"{type(self).__name__} must implement reset")
@@ -76,6 +79,7 @@ class Wrapper(Env):
     env_id = property(lambda self: self.inner.env_id)
     num_envs = property(lambda self: self.inner.num_envs)
     differentiable_reset = property(lambda self: self.inner.differentiable_reset)
+    differentiable = property(lambda self: self.inner.differentiable)
 
     @property
     def unwrapped(self) -> Env:

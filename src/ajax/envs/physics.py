@@ -60,6 +60,9 @@ class SimulatorEnv(Env):
         self.max_episode_steps = int(episode_length)
         self.fresh_reset = fresh_reset
         self.differentiable_reset = differentiable_reset
+        # Brax's and MJX's pipelines are differentiable; a rollout is too once resets are
+        # computed on every step rather than behind a cond.
+        self.differentiable = differentiable_reset
         obs_shape = (int(env.observation_size),)
         self.observation_space = Box(
             np.full(obs_shape, -np.inf), np.full(obs_shape, np.inf), obs_shape, np.float32

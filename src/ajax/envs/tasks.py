@@ -149,6 +149,7 @@ class PendulumTracking(Env):
     """
 
     env_id = "ajax/PendulumTracking-v0"
+    differentiable = True
 
     def __init__(self, **env_params: Any):
         fields = [f.name for f in dataclasses.fields(PendulumTrackingParams)]

@@ -173,6 +173,10 @@ class RunningMoments:
         return cls(jnp.zeros(shape), jnp.ones(shape), jnp.asarray(1e-4))
 
     def update(self, batch: jax.Array) -> RunningMoments:
+        # Statistics are data, not functions of the policy: no gradient flows into them, so
+        # a rollout differentiated through the environment (APG) sees (obs - mean) / std
+        # with mean and std held fixed, as Brax's running statistics are.
+        batch = jax.lax.stop_gradient(batch)
         batch_mean, batch_var, n = batch.mean(0), batch.var(0), batch.shape[0]
         delta = batch_mean - self.mean
         total = self.count + n

@@ -1,0 +1,104 @@
+"""UDRL: the command's update and floor, hindsight targets, the episode store's best
+episodes, recording episodes from a rollout, and learning CartPole-v1."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ajax import UDRL, LoggingConfig
+from ajax.acting import Transition
+from ajax.agents.udrl import command_targets
+from ajax.buffers import Episodes, EpisodeStore
+
+
+@pytest.fixture(scope="module")
+def agent():
+    return UDRL(env_id="CartPole-v1", n_envs=2, store_size=4, last_few=2)
+
+
+def test_the_command_spends_the_reward_and_its_horizon_stops_at_one(agent):
+    carry = jnp.asarray([[10.0, 3.0], [5.0, 1.0]])
+    after = agent.after_step(None, carry, jnp.asarray([1.0, 2.0]))
+    np.testing.assert_array_equal(after, [[9.0, 2.0], [3.0, 1.0]])
+
+
+def test_hindsight_commands_of_a_hand_made_episode():
+    rewards = jnp.asarray([1.0, 2.0, 3.0, 7.0, 7.0])  # the last two are padding
+    to_go, horizon = command_targets(rewards, jnp.int32(3))
+    np.testing.assert_array_equal(to_go, [6.0, 5.0, 3.0, 0.0, 0.0])
+    np.testing.assert_array_equal(horizon, [3, 2, 1, 0, 0])
+
+
+def test_commands_come_from_the_best_episodes(agent):
+    step = {"obs": jnp.zeros(4), "action": jnp.zeros((), jnp.int32)}
+    store = EpisodeStore.create(step, capacity=4, max_length=3)
+    returns = jnp.asarray([5.0, 9.0, 1.0, 7.0])
+    steps = jax.tree.map(lambda x: jnp.zeros((4, 3, *x.shape), x.dtype), step)
+    store = store.add(Episodes(steps, jnp.asarray([2, 3, 1, 1]), returns))
+    command = agent._command_statistics(store, 2)
+    # The best two: returns 9 and 7, lengths 3 and 1.
+    np.testing.assert_allclose(command["return"], 8.0)
+    np.testing.assert_allclose(command["return_std"], 1.0)
+    np.testing.assert_allclose(command["horizon"], 2.0)
+
+
+def test_finished_episodes_reach_the_store_with_their_returns_to_go(agent):
+    state = jax.jit(lambda k: agent.init(k, agent.env_copies(2), 1))(jax.random.key(0))
+    obs = jnp.arange(8.0).reshape(2, 4)
+    store, recording = state.store, state.recording
+    for t, done in enumerate([(False, False), (False, False), (True, False)]):
+        step = Transition(
+            obs=obs + t,
+            action=jnp.asarray([t % 2, 1]),
+            reward=jnp.asarray([1.0 + t, 1.0]),
+            terminated=jnp.asarray(done),
+            truncated=jnp.asarray([False, False]),
+            next_obs=obs,
+            info={},
+        )
+        store, recording = agent._record(store, recording, step)
+    assert int(store.size) == 1
+    stored = store.best(1)
+    np.testing.assert_array_equal(stored.lengths, [3])
+    np.testing.assert_array_equal(stored.returns, [6.0])
+    np.testing.assert_array_equal(stored.steps["return_to_go"][0, :3], [6.0, 5.0, 3.0])
+    np.testing.assert_array_equal(stored.steps["action"][0, :3], [0, 1, 0])
+    np.testing.assert_array_equal(stored.steps["obs"][0, 2], obs[0] + 2)
+    # Copy 0 starts a new episode; copy 1 is three steps into its first.
+    np.testing.assert_array_equal(recording.lengths, [0, 3])
+    np.testing.assert_array_equal(recording.returns, [0.0, 3.0])
+
+
+def test_acting_spends_the_command_step_by_step():
+    agent = UDRL(env_id="CartPole-v1", n_envs=2, n_steps=5)
+    result = agent.train(seed=0, n_timesteps=10)
+    carry = result.initial_carry()
+    np.testing.assert_array_equal(carry, [[[0.0, 1.0]]])  # nothing stored before any update
+    obs = np.zeros(4, np.float32)
+    _, carry = result.act_with_carry(obs, carry, episode_start=True)
+    _, carry = result.act_with_carry(obs, carry, episode_start=False, reward=1.0)
+    _, carry = result.act_with_carry(obs, carry, episode_start=False, reward=1.0)
+    np.testing.assert_array_equal(carry, [[[-2.0, 1.0]]])
+    with pytest.raises(ValueError, match="act_with_carry"):
+        result.act(obs)
+
+
+@pytest.mark.slow
+@pytest.mark.learning
+@pytest.mark.xfail(
+    strict=True,
+    reason="UDRL with settings in the paper's ranges climbs about 9 points per 100k steps on "
+    "CartPole-v1: 113 at 200k, 182 at 800k (seeds 0-3, docs/agents/udrl.md). The bar stays; "
+    "strict, so a UDRL that reaches it turns this into a failure to remove the marker.",
+)
+def test_udrl_learns_cartpole_within_200k_steps(tmp_path, seeds, bar):
+    agent = UDRL(env_id="CartPole-v1")
+    result = agent.train(
+        seed=seeds(4),
+        n_timesteps=200_000,
+        num_episode_test=10,
+        logging_config=LoggingConfig(log_frequency=25_000, log_dir=tmp_path),
+    )
+    mean_over_seeds = result.evaluations["episode_return"].mean(axis=0)
+    bar.at_least("final 4-seed mean", mean_over_seeds[-1], 200, mean_over_seeds)
