@@ -96,7 +96,9 @@ class FlashbaxStore:
         return self.buffer.add(state, jax.tree.map(lambda x: x[:, None], batch))
 
     def sample(self, state, key: jax.Array):
-        return self.buffer.sample(state, key).experience
+        experience = self.buffer.sample(state, key).experience
+        # The flat buffer samples (first, second) pairs of consecutive items: take the item.
+        return experience.first if self.workload == "rows" else experience
 
 
 def program(store, n_steps: int, filled: int):
