@@ -80,6 +80,25 @@ def bar(request):
     return Bars(request)
 
 
+@pytest.fixture
+def learning_run(tmp_path, seeds):
+    """``learning_run(agent, n_timesteps, log_frequency, num_episode_test=10, n_seeds=4)``:
+    ``agent`` trained on the test's seeds in one vmapped run, evaluated every
+    ``log_frequency`` steps. Returns the result and the mean evaluation return over the
+    seeds at each evaluation."""
+
+    def run(agent, n_timesteps, log_frequency, num_episode_test=10, n_seeds=4):
+        result = agent.train(
+            seed=seeds(n_seeds),
+            n_timesteps=n_timesteps,
+            num_episode_test=num_episode_test,
+            logging_config=LoggingConfig(log_frequency=log_frequency, log_dir=tmp_path),
+        )
+        return result, result.evaluations["episode_return"].mean(axis=0)
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def cartpole_run(tmp_path_factory, request):
     """PPO on CartPole-v1 over four seeds in one vmapped, logged run."""

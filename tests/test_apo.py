@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ajax import APO, LoggingConfig
+from ajax import APO
 from ajax.acting import Transition
 
 from .probes import ActionReward, ConstantReward
@@ -90,13 +90,6 @@ def test_reward_rate_follows_the_policy_as_it_learns():
 
 @pytest.mark.slow
 @pytest.mark.learning
-def test_apo_learns_pendulum_within_300k_steps(tmp_path, seeds, bar):
-    agent = APO(env_id="Pendulum-v1")
-    result = agent.train(
-        seed=seeds(4),
-        n_timesteps=300_000,
-        num_episode_test=10,
-        logging_config=LoggingConfig(log_frequency=100_000, log_dir=tmp_path),
-    )
-    mean_over_seeds = result.evaluations["episode_return"].mean(axis=0)
+def test_apo_learns_pendulum_within_300k_steps(learning_run, bar):
+    _, mean_over_seeds = learning_run(APO(env_id="Pendulum-v1"), 300_000, 100_000)
     bar.at_least("final 4-seed mean", mean_over_seeds[-1], -400, mean_over_seeds)

@@ -46,7 +46,7 @@ def _hands_off_return(env, n_episodes):
     return float(jax.jit(jax.vmap(episode))(jax.random.split(jax.random.key(0), n_episodes)).mean())
 
 
-def test_ppo_learns_to_hold_the_planes_altitude(tmp_path, seeds, bar):
+def test_ppo_learns_to_hold_the_planes_altitude(learning_run, bar):
     # target-gym's altitude hold, with 200-step episodes: each step earns up to 1 for holding
     # the commanded altitude, on a log scale of the error.
     # CleanRL's continuous-control PPO settings (ppo_continuous_action.py): 2,048 steps per
@@ -55,7 +55,7 @@ def test_ppo_learns_to_hold_the_planes_altitude(tmp_path, seeds, bar):
     # raw observations of thousands of metres) ended at 93.3 over seeds 0-7 and at 90.4 on
     # seeds 4-7; these settings end at 108.9 over seeds 0-7 (PERFORMANCE_REPORT.md).
     baseline = _hands_off_return(make_env("target_gym/Plane", max_steps_in_episode=200), 32)
-    result = PPO(
+    agent = PPO(
         env_id="target_gym/Plane",
         env_params={"max_steps_in_episode": 200},
         n_envs=8,
@@ -66,13 +66,8 @@ def test_ppo_learns_to_hold_the_planes_altitude(tmp_path, seeds, bar):
         ent_coef=0.0,
         normalize_observations=True,
         normalize_rewards=True,
-    ).train(
-        seed=seeds(4),
-        n_timesteps=100_000,
-        num_episode_test=4,
-        logging_config=LoggingConfig(log_frequency=10_000, log_dir=tmp_path),
     )
-    returns = result.evaluations["episode_return"].mean(axis=0)
+    _, returns = learning_run(agent, 100_000, 10_000, num_episode_test=4)
     # 50k steps were too few: one suite run ended at 81.0, against 81.5 needed.
     bar.at_least("final 4-seed mean", returns[-1], 95, returns)
     bar.at_least("final 4-seed mean over hands-off", returns[-1] - baseline, 15, returns)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ajax import PPO, LoggingConfig, evaluate
+from ajax import PPO, evaluate
 
 #: Learning runs of minutes: outside the quick tier (`pytest -m "not slow"`).
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
@@ -20,7 +20,7 @@ def test_ppo_solves_cartpole_within_200k_steps(cartpole_run, bar):
     bar.at_least("final policy, 20 episodes per seed", final.mean(), 400, final)
 
 
-def test_ppo_learns_pendulum_within_300k_steps(tmp_path, seeds, bar):
+def test_ppo_learns_pendulum_within_300k_steps(learning_run, bar):
     # RL-Baselines3-Zoo's Pendulum-v1 PPO settings (without gSDE): gamma 0.9, lr 1e-3,
     # 4 copies x 1024 steps, 10 epochs of minibatches of 64, no entropy bonus.
     agent = PPO(
@@ -35,13 +35,7 @@ def test_ppo_learns_pendulum_within_300k_steps(tmp_path, seeds, bar):
         clip_value_loss=False,
         anneal_lr=False,
     )
-    result = agent.train(
-        seed=seeds(4),
-        n_timesteps=300_000,
-        num_episode_test=10,
-        logging_config=LoggingConfig(log_frequency=100_000, log_dir=tmp_path),
-    )
-    mean_over_seeds = result.evaluations["episode_return"].mean(axis=0)
+    result, mean_over_seeds = learning_run(agent, 300_000, 100_000)
     bar.at_least("best 4-seed mean", mean_over_seeds.max(), -400, mean_over_seeds)
     bar.at_least("final 4-seed mean", mean_over_seeds[-1], -400, mean_over_seeds)
     assert np.isfinite(result.train_metrics["train/value_loss"]).all()

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ajax import UDRL, LoggingConfig
+from ajax import UDRL
 from ajax.acting import Transition
 from ajax.agents.udrl import command_targets
 from ajax.buffers import Episodes, EpisodeStore
@@ -92,13 +92,6 @@ def test_acting_spends_the_command_step_by_step():
     "CartPole-v1: 113 at 200k, 182 at 800k (seeds 0-3, docs/agents/udrl.md). The bar stays; "
     "strict, so a UDRL that reaches it turns this into a failure to remove the marker.",
 )
-def test_udrl_learns_cartpole_within_200k_steps(tmp_path, seeds, bar):
-    agent = UDRL(env_id="CartPole-v1")
-    result = agent.train(
-        seed=seeds(4),
-        n_timesteps=200_000,
-        num_episode_test=10,
-        logging_config=LoggingConfig(log_frequency=25_000, log_dir=tmp_path),
-    )
-    mean_over_seeds = result.evaluations["episode_return"].mean(axis=0)
+def test_udrl_learns_cartpole_within_200k_steps(learning_run, bar):
+    _, mean_over_seeds = learning_run(UDRL(env_id="CartPole-v1"), 200_000, 25_000)
     bar.at_least("final 4-seed mean", mean_over_seeds[-1], 200, mean_over_seeds)
