@@ -77,7 +77,8 @@ class TrainResult:
         one per seed. Normalisation statistics learnt in training are applied. For an agent
         that carries a state from step to step (UDRL's command), use :meth:`act_with_carry`.
         """
-        if jax.tree.leaves(self.initial_carry()):
+        # The carry's shape is enough to tell: nothing is computed.
+        if jax.tree.leaves(jax.eval_shape(self.initial_carry)):
             raise ValueError(
                 f"{self.agent.name} carries a state from one step to the next, which act() "
                 "cannot keep. Use act_with_carry(obs, carry, episode_start), starting from "
