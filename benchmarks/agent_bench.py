@@ -11,9 +11,10 @@ compiled again. Reported per agent, as the median of the trials:
 Results go to a JSON-lines file and are compared with ``benchmarks/baseline.jsonl``: an agent
 more than 10% slower in execution steps/s than its baseline is flagged, and the script exits
 with status 1. ``--peer rejax`` times rejax's implementation of the same agent under the same
-protocol, in the same process, and prints Ajax's speed over rejax's.
+protocol, in the same process, and prints Ajax's speed over rejax's; ``--peer brax`` does the
+same for APG against Brax's trainer.
 
-    JAX_PLATFORMS=cpu python benchmarks/agent_bench.py [--agents PPO] [--peer rejax]
+    JAX_PLATFORMS=cpu python benchmarks/agent_bench.py [--agents PPO] [--peer rejax|brax]
         [--out benchmarks/latest.jsonl] [--record-baseline]
 """
 
@@ -29,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
@@ -109,40 +111,114 @@ class _FiveValueStep:
         return obs, state, reward, terminated | truncated, info
 
 
-def _rejax(algorithm: str, env_id: str, **settings) -> Callable[[], tuple[Callable, int]]:
-    """A builder of rejax's ``algorithm`` on ``env_id`` with ``settings``, evaluating nothing
-    (as Ajax without a logging config), returning its jitted train and the steps it runs."""
-    import gymnax
-    import rejax
+def _rejax(algorithm: str, **settings) -> Callable[[str, int], dict[str, float]]:
+    """A trial of rejax's ``algorithm`` with ``settings``, evaluating nothing (as Ajax without
+    a logging config): compile its jitted train, then time one call."""
 
-    def build():
+    def trial(env_id: str, n_timesteps: int) -> dict[str, float]:
+        import gymnax
+        import rejax
+
+        start = time.perf_counter()
         env, params = gymnax.make(env_id)
         algo = rejax.get_algo(algorithm).create(
             env=_FiveValueStep(env),
             env_params=params,
-            total_timesteps=N_TIMESTEPS,
-            eval_freq=N_TIMESTEPS,
+            total_timesteps=n_timesteps,
+            eval_freq=n_timesteps,
             skip_initial_evaluation=True,
             num_envs=N_ENVS,
             **settings,
         )
         algo = algo.replace(eval_callback=lambda algo, ts, rng: ())
+        compiled = jax.jit(algo.train).lower(jax.random.PRNGKey(0)).compile()
+        compile_s = time.perf_counter() - start
+        run_start = time.perf_counter()
+        jax.block_until_ready(compiled(jax.random.PRNGKey(0)))
+        run_s = time.perf_counter() - run_start
         # rejax rounds the budget up to whole iterations.
         per_iteration = N_ENVS * settings.get("num_steps", 1)
-        return jax.jit(algo.train), -(-N_TIMESTEPS // per_iteration) * per_iteration
+        steps = -(-n_timesteps // per_iteration) * per_iteration
+        return {
+            "steps": steps,
+            "execution_sps": steps / run_s,
+            "whole_run_sps": steps / (compile_s + run_s),
+            "compile_s": compile_s,
+        }
 
-    return build
+    return trial
 
 
-#: peer -> agent -> (the peer's builder on a task, Ajax settings that match the peer's
-#: networks and schedule where its defaults differ; Ajax is timed again with them).
-PEERS: dict[str, dict[str, tuple[Callable[[str], Callable], dict]]] = {
+def _replicate_for_pmap(tree, devices):
+    """``jax.device_put_replicated``, which JAX 0.10 removed and Brax 0.14's APG still calls:
+    a leading axis of one entry per device."""
+    import jax.numpy as jnp
+
+    stacked = jax.tree.map(lambda x: jnp.stack([x] * len(devices)), tree)
+    return jax.device_put(stacked, devices[0])
+
+
+def _brax_apg(env_id: str, n_timesteps: int) -> dict[str, float]:
+    """A trial of Brax's APG trainer (``brax.training.agents.apg.train``) with the settings of
+    Ajax's APG defaults: windows of 32 steps, step size 3e-3, observation normalisation.
+
+    Brax's trainer is a Python loop over pmapped epochs with an evaluation after each, not one
+    program, so it is timed from its own progress reports: the run is split into 6 epochs, the
+    first two compile (the second again, as its input's placement differs from the first's),
+    and execution is the steps of the last four over their wall time. Compile and warm-up is
+    the first two epochs' wall time less their steps at that speed. The whole run includes
+    Brax's evaluations (one copy, one 1,000-step episode each)."""
+    from brax import envs
+    from brax.training.agents.apg import train as brax_apg
+
+    jax.device_put_replicated = _replicate_for_pmap
+    horizon, epochs = 32, 6
+    per_update = N_ENVS * horizon
+    updates = -(-n_timesteps // (per_update * epochs)) * epochs
+    walltimes = []
+    start = time.perf_counter()
+    brax_apg.train(
+        environment=envs.get_environment(env_id.removeprefix("brax/")),
+        episode_length=1000,
+        policy_updates=updates,
+        horizon_length=horizon,
+        num_envs=N_ENVS,
+        num_evals=epochs + 1,
+        num_eval_envs=1,
+        learning_rate=3e-3,
+        normalize_observations=True,
+        progress_fn=lambda step, m: walltimes.append(float(m.get("training/walltime", 0.0))),
+    )
+    wall = time.perf_counter() - start
+    per_epoch = updates // epochs * per_update
+    execution_sps = (epochs - 2) * per_epoch / (walltimes[-1] - walltimes[2])
+    return {
+        "steps": updates * per_update,
+        "execution_sps": execution_sps,
+        "whole_run_sps": updates * per_update / wall,
+        "compile_s": walltimes[2] - 2 * per_epoch / execution_sps,
+    }
+
+
+class Peer(NamedTuple):
+    """A peer's implementation of an agent: ``trial(env_id, n_timesteps)`` times it once;
+    ``overrides`` are Ajax settings that match the peer's networks and schedule where its
+    defaults differ (Ajax is timed again with them); ``task`` (environment id and parameters)
+    and ``n_timesteps`` replace the bench's for both, where the peer cannot run the bench task
+    or its timing needs a longer run."""
+
+    trial: Callable[[str, int], dict[str, float]]
+    overrides: dict | None = None
+    task: tuple[str, dict | None] | None = None
+    n_timesteps: int = N_TIMESTEPS
+
+
+PEERS: dict[str, dict[str, Peer]] = {
     "rejax": {
         # Ajax's PPO defaults: 64x64 tanh networks, 4 x 128 rollout, 4 epochs x 4 minibatches.
-        "PPO": (
-            lambda env_id: _rejax(
+        "PPO": Peer(
+            _rejax(
                 "ppo",
-                env_id,
                 num_steps=128,
                 num_epochs=4,
                 num_minibatches=4,
@@ -158,10 +234,9 @@ PEERS: dict[str, dict[str, tuple[Callable[[str], Callable], dict]]] = {
             {},
         ),
         # rejax's DQN makes one update per iteration of one step per copy, on 64x64 networks.
-        "DQN": (
-            lambda env_id: _rejax(
+        "DQN": Peer(
+            _rejax(
                 "dqn",
-                env_id,
                 num_epochs=1,
                 batch_size=64,
                 buffer_size=100_000,
@@ -173,10 +248,9 @@ PEERS: dict[str, dict[str, tuple[Callable[[str], Callable], dict]]] = {
             {"train_frequency": 1, "gradient_steps": 1, "hidden_sizes": (64, 64)},
         ),
         # rejax's PQN has 64x64 LayerNorm networks.
-        "PQN": (
-            lambda env_id: _rejax(
+        "PQN": Peer(
+            _rejax(
                 "pqn",
-                env_id,
                 num_steps=64,
                 num_epochs=4,
                 num_minibatches=16,
@@ -187,10 +261,9 @@ PEERS: dict[str, dict[str, tuple[Callable[[str], Callable], dict]]] = {
             {"hidden_sizes": (64, 64)},
         ),
         # rejax's SAC and TD3: 64x64 networks, one update per iteration, batches of 256.
-        "SAC": (
-            lambda env_id: _rejax(
+        "SAC": Peer(
+            _rejax(
                 "sac",
-                env_id,
                 buffer_size=1_000_000,
                 fill_buffer=1_000,
                 batch_size=256,
@@ -198,10 +271,9 @@ PEERS: dict[str, dict[str, tuple[Callable[[str], Callable], dict]]] = {
             ),
             {"hidden_sizes": (64, 64)},
         ),
-        "TD3": (
-            lambda env_id: _rejax(
+        "TD3": Peer(
+            _rejax(
                 "td3",
-                env_id,
                 buffer_size=1_000_000,
                 fill_buffer=1_000,
                 batch_size=256,
@@ -210,32 +282,38 @@ PEERS: dict[str, dict[str, tuple[Callable[[str], Callable], dict]]] = {
             ),
             {"hidden_sizes": (64, 64)},
         ),
-    }
+    },
+    # Brax's APG needs a Brax environment: both run brax/fast (whose reward does not depend on
+    # the action, so this times the machinery, not learning), 64k steps so that execution is
+    # not a few milliseconds. Brax's wrapper restarts episodes from their first state; Ajax's
+    # differentiable reset draws a fresh one.
+    "brax": {
+        "APG": Peer(
+            _brax_apg, task=("brax/fast", {"differentiable_reset": True}), n_timesteps=64_000
+        )
+    },
 }
 
 
 def time_peer(peer: str, agent_name: str) -> dict[str, float]:
-    env_id, _ = TASKS[agent_name]
-    start = time.perf_counter()
-    train, steps = PEERS[peer][agent_name][0](env_id)()
-    compiled = train.lower(jax.random.PRNGKey(0)).compile()
-    compile_s = time.perf_counter() - start
-    run_start = time.perf_counter()
-    jax.block_until_ready(compiled(jax.random.PRNGKey(0)))
-    run_s = time.perf_counter() - run_start
+    entry = PEERS[peer][agent_name]
+    env_id = (entry.task or TASKS[agent_name])[0]
+    return entry.trial(env_id, entry.n_timesteps)
+
+
+def alternating_medians(
+    implementations: list[tuple[str, Callable[[], dict[str, float]]]], trials: int = TRIALS
+) -> dict[str, dict[str, float]]:
+    """Each implementation's median figures over ``trials`` rounds, one trial of each per
+    round in turn, so that the machine's drift falls on all of them alike."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in implementations}
+    for _ in range(trials):
+        for name, trial in implementations:
+            runs[name].append(trial())
     return {
-        "steps": steps,
-        "execution_sps": steps / run_s,
-        "whole_run_sps": steps / (compile_s + run_s),
-        "compile_s": compile_s,
+        name: {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+        for name, rows in runs.items()
     }
-
-
-def median_of_trials(
-    trial: Callable[[], dict[str, float]], trials: int = TRIALS
-) -> dict[str, float]:
-    runs = [trial() for _ in range(trials)]
-    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
 def read_baseline(path: Path) -> dict[str, dict]:
@@ -282,18 +360,25 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.agents:
         implementations = [("ajax", lambda n=name: time_ajax(n, log_frequency=args.log_frequency))]
         if args.peer and name in PEERS[args.peer]:
-            overrides = PEERS[args.peer][name][1]
-            if overrides:
+            entry = PEERS[args.peer][name]
+            if entry.overrides or entry.task or entry.n_timesteps != N_TIMESTEPS:
                 implementations.append(
-                    ("ajax-as-peer", lambda n=name, o=overrides: time_ajax(n, o))
+                    (
+                        "ajax-as-peer",
+                        lambda n=name, e=entry: time_ajax(
+                            n, e.overrides, task=e.task, n_timesteps=e.n_timesteps
+                        ),
+                    )
                 )
             implementations.append((args.peer, lambda n=name: time_peer(args.peer, n)))
-        figures = {}
-        for implementation, trial in implementations:
-            stats = median_of_trials(trial, args.trials)
-            figures[implementation] = stats
-            row = {"agent": name, "implementation": implementation, "task": TASKS[name][0]}
-            row |= stats | protocol | machine
+        figures = alternating_medians(implementations, args.trials)
+        for implementation, stats in figures.items():
+            task, budget = TASKS[name][0], N_TIMESTEPS
+            if implementation != "ajax":
+                entry = PEERS[args.peer][name]
+                task, budget = (entry.task or TASKS[name])[0], entry.n_timesteps
+            row = {"agent": name, "implementation": implementation, "task": task}
+            row |= stats | protocol | machine | {"n_timesteps": budget}
             rows.append(row)
             change = ""
             if implementation == "ajax" and name in baseline:
@@ -302,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
                 if ratio < -REGRESSION:
                     regressions.append(f"{name}: {change} execution steps/s against the baseline")
             print(
-                f"{name:<8}{implementation:<14}{TASKS[name][0]:<14}"
+                f"{name:<8}{implementation:<14}{task:<14}"
                 f"{stats['execution_sps']:>14,.0f}{stats['whole_run_sps']:>15,.0f}"
                 f"{stats['compile_s']:>11.2f}{change:>13}"
             )

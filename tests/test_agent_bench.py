@@ -68,3 +68,20 @@ def test_more_than_ten_percent_slower_is_flagged(bench, monkeypatch, tmp_path, c
     _fake_trials(bench, monkeypatch, [850.0] * 3)
     assert bench.main(args) == 1
     assert "REGRESSION" in capsys.readouterr().err
+
+
+def test_peer_trials_alternate(bench):
+    order = []
+
+    def trial(name, value):
+        def run():
+            order.append(name)
+            return {"execution_sps": value(len(order))}
+
+        return run
+
+    medians = bench.alternating_medians(
+        [("ajax", trial("ajax", float)), ("rejax", trial("rejax", lambda n: 10.0 * n))], 3
+    )
+    assert order == ["ajax", "rejax"] * 3
+    assert medians == {"ajax": {"execution_sps": 3.0}, "rejax": {"execution_sps": 40.0}}
