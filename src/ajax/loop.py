@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -128,26 +129,41 @@ def init_program(agent: Any, env: Any, n_iterations: int) -> Callable:
 
 
 def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callable:
-    """The per-seed segment: ``n_iterations`` agent iterations, then an optional evaluation.
+    """The per-seed segment: iterations ``first`` to ``first + n_iterations`` of the run, then
+    an optional evaluation.
 
-    The iteration count is an argument, so one compiled program serves segments of any length
+    The iteration range is an argument, so one compiled program serves segments of any length
     and runs of any budget. (It was compiled in for a while, blamed for stalls that were the
     batched-QR deadlock of ``init_program``: 200 stress runs with the count as an argument
     and that deadlock removed finished, and the argument measured faster, see
-    PERFORMANCE_REPORT.md.)
+    PERFORMANCE_REPORT.md.) Both are the same for every seed, so the split between the
+    agent's warm-up iterations (collection alone, ``agent.warmup``) and its learning
+    iterations is two loops, and a warm-up iteration computes no update: a per-seed
+    condition would compute both branches under the vmap.
     """
 
-    def segment(state, eval_key, n_iterations):
+    def segment(state, eval_key, first, n_iterations):
         _, metric_shapes = jax.eval_shape(lambda s: agent.iteration(s, train_env), state)
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
 
-        def body(_, carry):
-            state, sums = carry
-            state, metrics = agent.iteration(state, train_env)
-            return state, jax.tree.map(jnp.add, sums, metrics)
+        def body(step, kept):
+            def run(_, carry):
+                state, sums = carry
+                state, metrics = step(state, train_env)
+                metrics = zeros | {k: metrics[k] for k in kept}
+                return state, jax.tree.map(jnp.add, sums, metrics)
 
-        state, sums = jax.lax.fori_loop(0, n_iterations, body, (state, zeros))
-        outputs = {"sums": sums}
+            return run
+
+        carry, n_warmup = (state, zeros), jnp.int32(0)
+        if agent.warmup_iterations:
+            # Warm-up iterations add to the episode sums alone: the other metrics are means
+            # over the learning iterations.
+            n_warmup = jnp.clip(agent.warmup_iterations - first, 0, n_iterations)
+            carry = jax.lax.fori_loop(0, n_warmup, body(agent.warmup, _EPISODE_SUMS), carry)
+        learn = body(agent.iteration, tuple(zeros))
+        state, sums = jax.lax.fori_loop(n_warmup, n_iterations, learn, carry)
+        outputs = {"sums": sums, "learning_iterations": n_iterations - n_warmup}
         if eval_env is not None:
             returns, lengths = run_episodes(
                 agent, eval_env, state.params, eval_key, state.cursor.env_state
@@ -159,9 +175,10 @@ def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callab
     return segment
 
 
-def _summaries(outputs: dict[str, Any], n_iterations: int) -> dict[str, np.ndarray]:
-    """Per-seed scalars of one segment: evaluation means, training-metric means, and the mean
-    return of training episodes that ended in the segment (NaN if none did)."""
+def _summaries(outputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Per-seed scalars of one segment: evaluation means, training-metric means over its
+    learning iterations (NaN if it had none), and the mean return of training episodes that
+    ended in the segment (NaN if none did)."""
     sums = outputs["sums"]
     count = np.asarray(sums["episode_count"], np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -169,9 +186,12 @@ def _summaries(outputs: dict[str, Any], n_iterations: int) -> dict[str, np.ndarr
             "train/episode_return": np.where(count > 0, sums["episode_return_sum"] / count, np.nan),
             "train/episode_length": np.where(count > 0, sums["episode_length_sum"] / count, np.nan),
         }
+    learning = np.asarray(outputs["learning_iterations"], np.float64)
     for key, value in sums.items():
         if key not in _EPISODE_SUMS:
-            summary[f"train/{key}"] = np.asarray(value, np.float64) / n_iterations
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean = np.asarray(value, np.float64) / learning
+            summary[f"train/{key}"] = np.where(learning > 0, mean, np.nan)
     for key in ("episode_return", "episode_length"):
         if key in outputs:
             summary[key] = np.asarray(outputs[key], np.float64)
@@ -185,7 +205,8 @@ class RunPrograms:
     keys: jax.Array
     eval_keys: jax.Array
     init: jax.stages.Lowered
-    #: ``segment(state, eval_keys, n_iterations)``, for segments of any length.
+    #: ``segment(state, eval_keys, first, n_iterations)``: iterations ``first`` to
+    #: ``first + n_iterations``, for segments of any length.
     segment: jax.stages.Lowered
 
 
@@ -204,11 +225,11 @@ def lower_run(
     segment = jax.jit(
         jax.vmap(
             _segment_program(agent, train_env, eval_env),
-            in_axes=(0, 0, None),
+            in_axes=(0, 0, None, None),
             axis_name=SEED_AXIS,
         ),
         donate_argnums=0,
-    ).lower(state_shape, eval_keys, jnp.int32(0))
+    ).lower(state_shape, eval_keys, jnp.int32(0), jnp.int32(0))
     return RunPrograms(keys, eval_keys, init.lower(keys), segment)
 
 
@@ -271,9 +292,9 @@ def train(
     history: list[tuple[int, dict[str, np.ndarray]]] = []
     total = plan.n_iterations * plan.steps_per_iteration
 
-    def record(timestep: int, n_iterations: int, outputs: Any) -> None:
+    def record(timestep: int, outputs: Any) -> None:
         """Keep a finished segment's summary, hand its rows to the writer, report progress."""
-        summary = _summaries(jax.device_get(outputs), n_iterations)
+        summary = _summaries(jax.device_get(outputs))
         history.append((timestep, summary))
         if writer is not None:
             writer.write(
@@ -283,7 +304,11 @@ def train(
                 ]
             )
         if progress is not None:
-            progress(timestep, total, {k: float(np.nanmean(v)) for k, v in summary.items()})
+            with warnings.catch_warnings():
+                # A metric with no value yet (every seed NaN) is reported as NaN.
+                warnings.simplefilter("ignore", RuntimeWarning)
+                means = {k: float(np.nanmean(v)) for k, v in summary.items()}
+            progress(timestep, total, means)
 
     def watched(program: Callable, args: tuple, what: str, durations: list[float]) -> Any:
         """``program(*args)``, computed, its time appended to ``durations`` (the earlier
@@ -310,7 +335,7 @@ def train(
             where = f"segment {index + 1} of {len(plan.segment_lengths)}"
             state, outputs = watched(
                 segment,
-                (state, segment_keys, jnp.int32(length)),
+                (state, segment_keys, jnp.int32(iterations_done), jnp.int32(length)),
                 f"{where} (timesteps {first} to {last})",
                 durations,
             )
@@ -319,7 +344,7 @@ def train(
             # dispatched (the rows are written by the writer thread). Overlapping segments
             # gained nothing measurable on a CPU, and with both queued on XLA's CPU thread
             # pool a run was once seen to stall on a 2-core machine.
-            record(last, length, outputs)
+            record(last, outputs)
     finally:
         # On normal end, on an error and on Ctrl-C alike, every row recorded so far is
         # written before the writer closes.

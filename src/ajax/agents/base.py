@@ -11,8 +11,14 @@ An agent provides:
   The state has ``params`` (what acting needs) and ``cursor`` (an
   :class:`ajax.acting.EnvCursor`: where the training copies stand) attributes.
 * ``iteration(state, env) -> (state, metrics)``: collect, then update. ``metrics`` are scalars;
-  the run averages them over each segment, except ``episode_return_sum`` and
-  ``episode_count`` (from :func:`ajax.acting.episode_metrics`), which it sums.
+  the run averages them over each segment's learning iterations, except
+  ``episode_return_sum``, ``episode_length_sum`` and ``episode_count`` (from
+  :func:`ajax.acting.episode_metrics`), which it sums over all.
+* ``warmup_iterations`` and ``warmup(state, env) -> (state, metrics)``: the agents that collect
+  before they learn (``learning_starts``) run their first ``warmup_iterations`` iterations
+  with ``warmup`` instead, which collects and computes no update at all, so the run compiles
+  no update into them (rather than computing updates and dropping them). ``iteration`` is
+  only called after them. Of ``warmup``'s metrics the run keeps the episode sums.
 * ``policy(params, obs)``: the action distribution (:mod:`ajax.nn.distributions`), in the
   agent's action space (``[-1, 1]`` for continuous actions); its ``sample`` is the behaviour
   policy, its ``mode`` the deterministic action of evaluation.
@@ -211,6 +217,15 @@ class Agent(abc.ABC):
     @abc.abstractmethod
     def policy(self, params: Any, obs: jax.Array) -> Any:
         """The action distribution at ``obs`` (a batch), in the agent's action space."""
+
+    @property
+    def warmup_iterations(self) -> int:
+        """Iterations at the start of a run that collect without learning (:meth:`warmup`)."""
+        return 0
+
+    def warmup(self, state: Any, env: Env) -> tuple[Any, dict[str, jax.Array]]:
+        """One iteration of collection without an update; episode sums as its metrics."""
+        raise NotImplementedError(f"{self.name} has no warm-up iterations.")
 
     def initial_carry(self, params: Any, n: int) -> Any:
         """The acting carry of ``n`` copies at the start of their episodes."""

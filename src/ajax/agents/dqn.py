@@ -7,7 +7,7 @@ copies, stores them in the replay buffer, then makes ``gradient_steps`` Huber-lo
 uniform minibatches of runs of ``n_step`` consecutive steps; the target network follows the
 online one every ``target_update_interval`` environment steps (hard with ``tau=1``, Polyak
 averaging otherwise). Before ``learning_starts`` steps actions are uniformly random and no
-update is applied.
+update is computed (the replay schedule, :class:`ajax.agents.replay.ReplayAgent`).
 
 Defaults are RL-Baselines3-Zoo's tuned CartPole-v1 values (``hyperparams/dqn.yml``; the
 paper's Atari values, a 1M-transition buffer over 50M frames, do not fit small tasks) with
@@ -27,10 +27,10 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from ajax.acting import EnvCursor, episode_metrics, step_and_store
+from ajax.acting import EnvCursor, PolicyFn
 from ajax.agents.base import hyperparameter, override
 from ajax.agents.q_learning import QLearningAgent
-from ajax.agents.replay import ReplayConfig
+from ajax.agents.replay import ReplayAgent, ReplayConfig
 from ajax.buffers import ReplayBuffer
 from ajax.envs import Env
 from ajax.exploration import linear_schedule
@@ -109,7 +109,7 @@ class DQNState:
     total_steps: jax.Array
 
 
-class DQN(QLearningAgent):
+class DQN(QLearningAgent, ReplayAgent):
     """Deep Q-Network for discrete actions."""
 
     Config = DQNConfig
@@ -124,8 +124,8 @@ class DQN(QLearningAgent):
         )
 
     @property
-    def steps_per_iteration(self) -> int:
-        return self.n_envs * self.config.train_frequency
+    def _steps_per_copy(self) -> int:
+        return self.config.train_frequency
 
     def init(self, key: jax.Array, env: Env, total_iterations: int) -> DQNState:
         params, cursor, key = self._start(key, env, self._init_network)
@@ -153,13 +153,8 @@ class DQN(QLearningAgent):
         epsilon = linear_schedule(c.initial_epsilon, c.final_epsilon, state.steps / decay_steps)
         return jnp.where(state.steps < c.learning_starts, 1.0, epsilon)
 
-    def _collect(self, state: DQNState, env: Env):
-        def one_step(state, _):
-            key, step_key = jax.random.split(state.key)
-            explorer = self._explorer(self._epsilon(state))
-            return step_and_store(env, state.replace(key=key), explorer, step_key)
-
-        return jax.lax.scan(one_step, state, length=self.config.train_frequency)
+    def _explorer_at(self, state: DQNState) -> PolicyFn:
+        return self._explorer(self._epsilon(state))
 
     def _loss(self, params, target_params, batch):
         """Huber loss on runs of ``n_step`` steps [batch, n_step, ...] from the buffer."""
@@ -184,7 +179,6 @@ class DQN(QLearningAgent):
 
     def _update(self, state: DQNState) -> tuple[DQNState, dict[str, jax.Array]]:
         c = self.config
-        learning = state.steps >= c.learning_starts
         lr = annealed(c.learning_rate, state.steps / state.total_steps, c.anneal_lr)
         # The target follows the online network when the collection just made crossed a
         # multiple of target_update_interval steps (SB3's and CleanRL's counting, in
@@ -194,9 +188,7 @@ class DQN(QLearningAgent):
             > (state.steps - self.steps_per_iteration) // c.target_update_interval
         )
         target_params = select(
-            learning & crossed,
-            soft_update(state.target_params, state.params, c.tau),
-            state.target_params,
+            crossed, soft_update(state.target_params, state.params, c.tau), state.target_params
         )
 
         def gradient_step(carry, key):
@@ -207,11 +199,7 @@ class DQN(QLearningAgent):
             )
             direction, new_opt_state = self._optimizer.update(grads, opt_state, params)
             step = jax.tree.map(lambda d: -lr * d, direction)
-            # Before learning_starts the update is computed and dropped: a select costs
-            # nothing extra, while a cond under the vmap over seeds would compute both sides.
-            params = select(learning, optax.apply_updates(params, step), params)
-            opt_state = select(learning, new_opt_state, opt_state)
-            return (params, opt_state), (loss, q)
+            return (optax.apply_updates(params, step), new_opt_state), (loss, q)
 
         key, *keys = jax.random.split(state.key, c.gradient_steps + 1)
         (params, opt_state), (loss, q) = jax.lax.scan(
@@ -221,7 +209,7 @@ class DQN(QLearningAgent):
             params=params,
             target_params=target_params,
             opt_state=opt_state,
-            updates=state.updates + learning.astype(jnp.int32) * c.gradient_steps,
+            updates=state.updates + c.gradient_steps,
             key=key,
         )
         return state, {
@@ -230,8 +218,3 @@ class DQN(QLearningAgent):
             "epsilon": self._epsilon(state),
             "learning_rate": lr,
         }
-
-    def iteration(self, state: DQNState, env: Env) -> tuple[DQNState, dict[str, jax.Array]]:
-        state, transitions = self._collect(state, env)
-        state, metrics = self._update(state)
-        return state, metrics | episode_metrics(transitions)

@@ -1,6 +1,6 @@
-"""What the continuous-action off-policy agents (SAC, TD3, REDQ) share: the replay buffer,
-uniform random actions until ``learning_starts``, a critic ensemble with Polyak-averaged
-targets, and the schedule of critic and actor updates.
+"""What the continuous-action off-policy agents (SAC, TD3, REDQ) share beyond the replay
+schedule (:class:`ajax.agents.replay.ReplayAgent`): a critic ensemble with Polyak-averaged
+targets, and the order of critic and actor updates.
 
 An iteration takes one step in each of the ``n_envs`` copies, stores the transitions, then
 makes ``gradient_steps`` critic updates and one actor update per ``policy_delay`` critic
@@ -8,7 +8,10 @@ updates. With ``n_envs`` copies the updates still happen once per iteration, so 
 ``gradient_steps / n_envs`` updates per environment step (docs/training.md).
 
 Subclasses give the actor (:meth:`_init_actor`, :meth:`policy`), the critics' bootstrap value
-(:meth:`_next_value`) and the actor's update (:meth:`_actor_loss`).
+(:meth:`_next_value`) and the actor's update (:meth:`_actor_loss`). Hooks change the rest
+without copying a method: the critics' target (:meth:`_target`, discounted TD by default),
+what follows a critic update (:meth:`_after_critic`: the targets move) and an actor update
+(:meth:`_after_actor`), and which networks have targets (:meth:`_target_names`).
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from ajax.acting import EnvCursor, episode_metrics, step_and_store
-from ajax.agents.base import Agent, hyperparameter
-from ajax.agents.replay import ReplayConfig
+from ajax.acting import EnvCursor, PolicyFn
+from ajax.agents.base import hyperparameter
+from ajax.agents.replay import ReplayAgent, ReplayConfig
 from ajax.buffers import ReplayBuffer
 from ajax.critics import QEnsemble
 from ajax.envs import Box, Env
@@ -68,14 +71,11 @@ class OffPolicyState:
         return self.learner.params
 
 
-class OffPolicyAgent(Agent):
+class OffPolicyAgent(ReplayAgent):
     """Base of SAC, TD3 and REDQ."""
 
     action_spaces = (Box,)
     default_n_envs = 1
-    #: Whether the target networks follow after each actor update (TD3) rather than after
-    #: each critic update (SAC, REDQ).
-    targets_follow_actor: bool = False
 
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
@@ -90,10 +90,6 @@ class OffPolicyAgent(Agent):
         self._action_dim = int(jnp.prod(jnp.asarray(self.env.action_space.shape)))
         self.critic = QEnsemble(c.hidden_sizes, c.activation, c.n_critics)
         self._optimizer = optax.adam(c.learning_rate)
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.n_envs
 
     # What a subclass provides.
 
@@ -114,8 +110,23 @@ class OffPolicyAgent(Agent):
     def _after_actor(
         self, learner: Learner, aux: dict[str, jax.Array]
     ) -> tuple[Learner, dict[str, jax.Array]]:
-        """Anything updated together with the actor (SAC's temperature)."""
+        """Anything updated together with the actor (SAC's temperature; TD3's targets)."""
         return learner, {}
+
+    def _after_critic(self, learner: Learner) -> Learner:
+        """What follows each critic update: the targets move toward the online networks
+        (SAC, REDQ; TD3 moves them after the actor instead)."""
+        return self._follow_targets(learner)
+
+    def _target_names(self) -> tuple[str, ...]:
+        """The networks that have target copies."""
+        return ("critic",)
+
+    def _target(self, learner: Learner, batch: dict[str, jax.Array], key: jax.Array) -> jax.Array:
+        """The critics' regression target: the discounted TD target ``r + gamma (1 -
+        terminated) V'(s')`` by default, with the bootstrap value of :meth:`_next_value`."""
+        next_value = self._next_value(learner, batch["next_obs"], key)
+        return td_target(batch["reward"], next_value, batch["terminated"], self.config.gamma)
 
     # Shared machinery.
 
@@ -143,9 +154,6 @@ class OffPolicyAgent(Agent):
         action = jnp.zeros((obs.shape[0], self._action_dim))
         params["critic"] = self.critic.init(critic_key, self._flat(obs), action)
         return params
-
-    def _target_names(self) -> tuple[str, ...]:
-        return ("critic", "actor") if self.targets_follow_actor else ("critic",)
 
     def init(self, key: jax.Array, env: Env, total_iterations: int) -> OffPolicyState:
         params, cursor, key = self._start(key, env, self._init_params)
@@ -182,30 +190,21 @@ class OffPolicyAgent(Agent):
         }
         return learner.replace(target_params=targets)
 
-    def _collect(self, state: OffPolicyState, env: Env):
-        """One step of every copy: uniform random actions until ``learning_starts``, then
-        samples of the policy."""
-        key, step_key = jax.random.split(state.key)
+    def _explorer_at(self, state: OffPolicyState) -> PolicyFn:
         warming_up = state.steps < self.config.learning_starts
 
         def policy_fn(params, obs, carry, act_key):
             policy_key, random_key = jax.random.split(act_key)
-            random_action = jax.random.uniform(
-                random_key, (obs.shape[0], self._action_dim), minval=-1.0, maxval=1.0
-            )
-            explored = self.policy(params, obs).sample(policy_key)
-            action = jnp.where(warming_up, random_action, explored)
-            return self._env_action(action, obs), carry, ()
+            explored = self._env_action(self.policy(params, obs).sample(policy_key), obs)
+            action = jnp.where(warming_up, self._uniform_action(random_key, obs), explored)
+            return action, carry, ()
 
-        return step_and_store(env, state.replace(key=key), policy_fn, step_key)
+        return policy_fn
 
     def _critic_update(
         self, learner: Learner, batch: dict[str, jax.Array], key: jax.Array
     ) -> tuple[Learner, dict[str, jax.Array]]:
-        c = self.config
-        next_value = self._next_value(learner, batch["next_obs"], key)
-        target = td_target(batch["reward"], next_value, batch["terminated"], c.gamma)
-        target = jax.lax.stop_gradient(target)
+        target = jax.lax.stop_gradient(self._target(learner, batch, key))
 
         def loss_fn(critic_params):
             q = self._q(critic_params, batch["obs"], batch["action"])
@@ -214,9 +213,7 @@ class OffPolicyAgent(Agent):
 
         (loss, q), grads = jax.value_and_grad(loss_fn, has_aux=True)(learner.params["critic"])
         learner = self._apply(learner, "critic", grads)
-        learner = learner.replace(updates=learner.updates + 1)
-        if not self.targets_follow_actor:
-            learner = self._follow_targets(learner)
+        learner = self._after_critic(learner.replace(updates=learner.updates + 1))
         return learner, {"critic_loss": loss, "q_value": q}
 
     def _actor_update(
@@ -227,8 +224,6 @@ class OffPolicyAgent(Agent):
         )
         learner = self._apply(learner, "actor", grads)
         learner, metrics = self._after_actor(learner, aux)
-        if self.targets_follow_actor:
-            learner = self._follow_targets(learner)
         return learner, {"actor_loss": loss} | metrics
 
     def _train(
@@ -266,15 +261,7 @@ class OffPolicyAgent(Agent):
         )
         return learner, jax.tree.map(jnp.mean, metrics)
 
-    def iteration(
-        self, state: OffPolicyState, env: Env
-    ) -> tuple[OffPolicyState, dict[str, jax.Array]]:
-        state, transition = self._collect(state, env)
+    def _update(self, state: OffPolicyState) -> tuple[OffPolicyState, dict[str, jax.Array]]:
         key, train_key = jax.random.split(state.key)
         learner, metrics = self._train(state.learner, state.buffer, train_key)
-        # Before learning_starts the updates are computed and dropped: under the vmap over
-        # seeds a cond would compute both branches anyway (see ajax.updates.select).
-        learning = state.steps >= self.config.learning_starts
-        learner = select(learning, learner, state.learner)
-        state = state.replace(learner=learner, key=key)
-        return state, metrics | episode_metrics(transition)
+        return state.replace(learner=learner, key=key), metrics

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax
+
 from ajax.agents.base import override
 from ajax.agents.sac import SAC, SACConfig
 
@@ -34,4 +36,7 @@ class REDQ(SAC):
     """Randomized Ensembled Double Q-learning for continuous actions."""
 
     Config = REDQConfig
-    actor_reduces_with_min = False
+
+    def _actor_q(self, q: jax.Array) -> jax.Array:
+        """The ensemble's mean, as the paper's actor objective."""
+        return q.mean(axis=0)

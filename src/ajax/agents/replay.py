@@ -1,6 +1,6 @@
-"""What every replay agent (DQN; SAC, TD3 and REDQ) is configured by: the replay memory, the
-warm-up before learning, the minibatches, the updates per iteration, the discount and the
-target networks' rate, and the networks' shape.
+"""What every replay agent (DQN; SAC, TD3 and REDQ) shares: its configuration (the replay
+memory, the warm-up before learning, the minibatches, the updates per iteration, the discount,
+the target networks' rate and the networks' shape) and its schedule (:class:`ReplayAgent`).
 
 Each field is declared once here, with its valid range; an agent states its own defaults and
 their sources with :func:`ajax.agents.base.override`.
@@ -8,9 +8,16 @@ their sources with :func:`ajax.agents.base.override`.
 
 from __future__ import annotations
 
+import abc
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from ajax.agents.base import hyperparameter
+import jax
+
+from ajax.acting import PolicyFn, Transition, episode_metrics, step_and_store
+from ajax.agents.base import Agent, hyperparameter
+from ajax.envs import Discrete, Env
 
 
 @dataclass(frozen=True)
@@ -41,3 +48,73 @@ class ReplayConfig:
         (256, 256), "hidden layers of the actor and of each critic; SAC paper."
     )
     activation: str = hyperparameter("relu", "hidden activation; SAC paper.")
+
+
+class ReplayAgent(Agent):
+    """The replay schedule DQN, SAC, TD3 and REDQ share: each iteration, every copy takes
+    ``_steps_per_copy`` steps that go into the state's replay buffer, then the agent updates
+    (:meth:`_update`).
+
+    The first ``learning_starts // steps_per_iteration`` iterations are warm-up iterations
+    (:meth:`warmup`): uniformly random actions, stored, and no update computed at all. As in
+    SB3, updates begin with the first iteration that ends past ``learning_starts`` steps;
+    within it, a step taken before ``learning_starts`` is still random (:meth:`_explorer_at`).
+
+    The state has ``params``, ``buffer``, ``cursor``, ``key`` and ``steps`` (environment steps
+    so far, over all copies).
+    """
+
+    @property
+    def _steps_per_copy(self) -> int:
+        """Steps each copy takes per iteration."""
+        return 1
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.n_envs * self._steps_per_copy
+
+    @property
+    def warmup_iterations(self) -> int:
+        return self.config.learning_starts // self.steps_per_iteration
+
+    @abc.abstractmethod
+    def _explorer_at(self, state: Any) -> PolicyFn:
+        """The behaviour at ``state.steps``: uniform until ``learning_starts``, the agent's
+        exploration after."""
+
+    @abc.abstractmethod
+    def _update(self, state: Any) -> tuple[Any, dict[str, jax.Array]]:
+        """The updates of one iteration, from the state's buffer."""
+
+    def _uniform_action(self, key: jax.Array, obs: jax.Array) -> jax.Array:
+        """Uniformly random actions for a batch of ``obs``, in the agent's action space
+        (``[-1, 1]`` for continuous actions), in the environment's action shape."""
+        space = self.env.action_space
+        batch = obs.shape[: obs.ndim - self._obs_ndim]
+        if isinstance(space, Discrete):
+            return jax.random.randint(key, batch, 0, space.n)
+        return jax.random.uniform(key, batch + space.shape, minval=-1.0, maxval=1.0)
+
+    def _collect(
+        self, state: Any, env: Env, explorer_at: Callable[[Any], PolicyFn]
+    ) -> tuple[Any, Transition]:
+        """``_steps_per_copy`` steps of every copy, stored; the transitions have a leading
+        step axis."""
+
+        def one_step(state, _):
+            key, step_key = jax.random.split(state.key)
+            return step_and_store(env, state.replace(key=key), explorer_at(state), step_key)
+
+        return jax.lax.scan(one_step, state, length=self._steps_per_copy)
+
+    def warmup(self, state: Any, env: Env) -> tuple[Any, dict[str, jax.Array]]:
+        def uniform(params, obs, carry, key):
+            return self._uniform_action(key, obs), carry, ()
+
+        state, transitions = self._collect(state, env, lambda _: uniform)
+        return state, episode_metrics(transitions)
+
+    def iteration(self, state: Any, env: Env) -> tuple[Any, dict[str, jax.Array]]:
+        state, transitions = self._collect(state, env, self._explorer_at)
+        state, metrics = self._update(state)
+        return state, metrics | episode_metrics(transitions)

@@ -53,9 +53,6 @@ class SAC(OffPolicyAgent):
     """Soft Actor-Critic for continuous actions."""
 
     Config = SACConfig
-    #: How the actor's objective combines the critics: the minimum in SAC, the ensemble mean
-    #: in REDQ.
-    actor_reduces_with_min: bool = True
 
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
@@ -91,10 +88,14 @@ class SAC(OffPolicyAgent):
 
     def _actor_loss(self, actor_params, learner: Learner, obs, key):
         action, log_prob = self.policy({"actor": actor_params}, obs).sample_and_log_prob(key)
-        q = self._q(learner.params["critic"], obs, action)
-        q = q.min(axis=0) if self.actor_reduces_with_min else q.mean(axis=0)
+        q = self._actor_q(self._q(learner.params["critic"], obs, action))
         alpha = jnp.exp(learner.params["log_alpha"])
         return (alpha * log_prob - q).mean(), {"log_prob": log_prob}
+
+    def _actor_q(self, q: jax.Array) -> jax.Array:
+        """How the actor's objective combines the critics' values ``[n_critics, batch]``:
+        their minimum in SAC."""
+        return q.min(axis=0)
 
     def _after_actor(self, learner: Learner, aux):
         log_prob = aux["log_prob"]

@@ -48,7 +48,6 @@ class TD3(OffPolicyAgent):
     """Twin Delayed DDPG for continuous actions."""
 
     Config = TD3Config
-    targets_follow_actor = True
 
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
@@ -68,6 +67,16 @@ class TD3(OffPolicyAgent):
 
     def _init_actor(self, key, obs):
         return {"actor": self.actor.init(key, obs)}
+
+    def _target_names(self):
+        return ("critic", "actor")
+
+    def _after_critic(self, learner: Learner) -> Learner:
+        """The targets stay: they move only after an actor update (the paper's delay)."""
+        return learner
+
+    def _after_actor(self, learner: Learner, aux):
+        return self._follow_targets(learner), {}
 
     def _next_value(self, learner: Learner, next_obs, key):
         c = self.config

@@ -18,8 +18,9 @@ command the same way (section 2.3.6 evaluates from ``M`` too).
 The command enters the network as in the paper (section 3.2): scaled, through a sigmoid
 layer, and multiplied elementwise with the sigmoid embedding of the observation, followed by
 ReLU layers. Each iteration takes ``n_steps`` in each copy, offers every finished episode to
-the store, then makes ``n_updates`` updates; until ``learning_starts`` steps the actions are
-uniformly random (the paper's warm-up episodes) and nothing is trained.
+the store, then makes ``n_updates`` updates; the iterations that start before
+``learning_starts`` steps act uniformly at random (the paper's warm-up episodes) and compute
+no update (:meth:`warmup`).
 
 The paper reports only the ranges it searched (appendix, LunarLander); the defaults are
 within them and follow BY571/Upside-Down-Reinforcement-Learning's CartPole settings (batches
@@ -44,7 +45,6 @@ from ajax.agents.base import Agent, hyperparameter
 from ajax.buffers import Episodes, EpisodeStore
 from ajax.envs import Discrete, Env
 from ajax.nn import MLP, Categorical
-from ajax.updates import select
 
 REFERENCE = "BY571 CartPole; within the paper's ranges"
 
@@ -267,25 +267,21 @@ class UDRL(Agent):
             steps=jnp.zeros((), jnp.int32),
         )
 
-    def _explorer(self, warming_up: jax.Array) -> PolicyFn:
-        """Samples of the behaviour under the carried command; uniform actions while warming
-        up."""
+    @property
+    def warmup_iterations(self) -> int:
+        """The iterations that start before ``learning_starts`` steps: random, untrained."""
+        return -(-self.config.learning_starts // self.steps_per_iteration)
 
-        def policy_fn(params, obs, carry, key):
-            policy_key, random_key = jax.random.split(key)
-            action, _ = self.act(params, obs, carry, policy_key, deterministic=False)
-            random = jax.random.randint(random_key, action.shape, 0, self.env.action_space.n)
-            return jnp.where(warming_up, random, action), carry, ()
-
-        return policy_fn
-
-    def iteration(self, state: UDRLState, env: Env) -> tuple[UDRLState, dict[str, jax.Array]]:
+    def _collect(
+        self, state: UDRLState, env: Env, policy_fn: PolicyFn
+    ) -> tuple[UDRLState, dict[str, jax.Array]]:
+        """``n_steps`` of every copy under exploratory commands, their finished episodes
+        offered to the store, and the commands' statistics taken from it again."""
         c = self.config
-        key, command_key, rollout_key, update_key = jax.random.split(state.key, 4)
-        warming_up = state.steps < c.learning_starts
+        key, command_key, rollout_key = jax.random.split(state.key, 3)
         cursor, steps, _ = rollout(
             env,
-            self._explorer(warming_up),
+            policy_fn,
             state.params,
             state.cursor,
             rollout_key,
@@ -298,17 +294,35 @@ class UDRL(Agent):
             return self._record(*carry, step), None
 
         (store, recording), _ = jax.lax.scan(record, (state.store, state.recording), steps)
-        state = state.replace(store=store, recording=recording, cursor=cursor, key=key)
-        behaviour, opt_state, metrics = self._update(state, update_key)
-        # Before learning_starts the updates are computed and dropped (see ajax.updates.select).
-        behaviour, opt_state = select(
-            ~warming_up, (behaviour, opt_state), (state.params["behaviour"], state.opt_state)
-        )
         command = self._command_statistics(store, c.last_few)
         state = state.replace(
-            params={"behaviour": behaviour, "command": command},
-            opt_state=opt_state,
+            params=state.params | {"command": command},
+            store=store,
+            recording=recording,
+            cursor=cursor,
+            key=key,
             steps=state.steps + self.steps_per_iteration,
         )
-        metrics |= {f"command_{name}": value for name, value in command.items()}
+        metrics = {f"command_{name}": value for name, value in command.items()}
         return state, metrics | {"stored_episodes": store.size} | episode_metrics(steps)
+
+    def warmup(self, state: UDRLState, env: Env) -> tuple[UDRLState, dict[str, jax.Array]]:
+        """Uniformly random actions (the paper's warm-up episodes), stored; no training."""
+
+        def uniform(params, obs, carry, key):
+            return jax.random.randint(key, obs.shape[:1], 0, self.env.action_space.n), carry, ()
+
+        return self._collect(state, env, uniform)
+
+    def iteration(self, state: UDRLState, env: Env) -> tuple[UDRLState, dict[str, jax.Array]]:
+        def explore(params, obs, carry, key):
+            action, carry = self.act(params, obs, carry, key, deterministic=False)
+            return action, carry, ()
+
+        state, metrics = self._collect(state, env, explore)
+        key, update_key = jax.random.split(state.key)
+        behaviour, opt_state, update_metrics = self._update(state, update_key)
+        state = state.replace(
+            params=state.params | {"behaviour": behaviour}, opt_state=opt_state, key=key
+        )
+        return state, metrics | update_metrics
