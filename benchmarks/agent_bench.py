@@ -55,6 +55,7 @@ TASKS: dict[str, tuple[str, dict]] = {
     "APO": ("Pendulum-v1", {}),
     "APG": ("ajax/PendulumTracking-v0", {}),
     "UDRL": ("CartPole-v1", {}),
+    "ASAC": ("Pendulum-v1", {"learning_starts": 1_000}),
 }
 
 

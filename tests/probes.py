@@ -74,3 +74,11 @@ class ActionReward(_Probe):
         else:
             reward = jnp.where(action == 1, 1.0, -1.0)
         return reward, jnp.asarray(True), obs
+
+
+class ContinuingReward(_Probe):
+    """Reward +1 on every step, never terminating (episodes end by truncation after
+    ``max_episode_steps``, which bootstraps): a continuing task whose reward rate is 1."""
+
+    def _transition(self, obs, t, action):
+        return 1.0, jnp.asarray(False), obs

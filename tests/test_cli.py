@@ -62,7 +62,8 @@ def test_list_shows_agents_and_env_ids(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert all(
-        name in out for name in ("PPO", "DQN", "PQN", "SAC", "TD3", "REDQ", "APO", "APG", "UDRL")
+        name in out
+        for name in ("PPO", "DQN", "PQN", "SAC", "TD3", "REDQ", "APO", "APG", "UDRL", "ASAC")
     )
     assert "gymnax/CartPole-v1" in out and "gymnax/Pendulum-v1" in out
 

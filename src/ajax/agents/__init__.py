@@ -2,6 +2,7 @@
 
 from ajax.agents.apg import APG
 from ajax.agents.apo import APO
+from ajax.agents.asac import ASAC
 from ajax.agents.base import Agent
 from ajax.agents.dqn import DQN
 from ajax.agents.ppo import PPO
@@ -12,7 +13,20 @@ from ajax.agents.td3 import TD3
 from ajax.agents.udrl import UDRL
 
 AGENTS: dict[str, type[Agent]] = {
-    cls.__name__: cls for cls in (PPO, DQN, PQN, SAC, TD3, REDQ, APO, APG, UDRL)
+    cls.__name__: cls for cls in (PPO, DQN, PQN, SAC, TD3, REDQ, APO, APG, UDRL, ASAC)
 }
 
-__all__ = ["AGENTS", "APG", "APO", "DQN", "PPO", "PQN", "REDQ", "SAC", "TD3", "UDRL", "Agent"]
+__all__ = [
+    "AGENTS",
+    "APG",
+    "APO",
+    "ASAC",
+    "DQN",
+    "PPO",
+    "PQN",
+    "REDQ",
+    "SAC",
+    "TD3",
+    "UDRL",
+    "Agent",
+]

@@ -89,7 +89,7 @@ class OffPolicyAgent(ReplayAgent):
             )
         self._action_dim = int(jnp.prod(jnp.asarray(self.env.action_space.shape)))
         self.critic = QEnsemble(c.hidden_sizes, c.activation, c.n_critics)
-        self._optimizer = optax.adam(c.learning_rate)
+        self._adam = optax.adam(c.learning_rate)
 
     # What a subclass provides.
 
@@ -122,11 +122,19 @@ class OffPolicyAgent(ReplayAgent):
         """The networks that have target copies."""
         return ("critic",)
 
-    def _target(self, learner: Learner, batch: dict[str, jax.Array], key: jax.Array) -> jax.Array:
-        """The critics' regression target: the discounted TD target ``r + gamma (1 -
-        terminated) V'(s')`` by default, with the bootstrap value of :meth:`_next_value`."""
+    def _target(
+        self, learner: Learner, batch: dict[str, jax.Array], key: jax.Array
+    ) -> tuple[jax.Array, Learner]:
+        """The critics' regression target, and the learner with any statistic the target
+        keeps (ASAC's reward rate): the discounted TD target ``r + gamma (1 - terminated)
+        V'(s')`` by default, with the bootstrap value of :meth:`_next_value`."""
         next_value = self._next_value(learner, batch["next_obs"], key)
-        return td_target(batch["reward"], next_value, batch["terminated"], self.config.gamma)
+        target = td_target(batch["reward"], next_value, batch["terminated"], self.config.gamma)
+        return target, learner
+
+    def _optimizer(self, name: str) -> optax.GradientTransformation:
+        """The optimiser of ``params[name]``: Adam at ``learning_rate`` by default."""
+        return self._adam
 
     # Shared machinery.
 
@@ -162,7 +170,7 @@ class OffPolicyAgent(ReplayAgent):
         learner = Learner(
             params=params,
             target_params={name: params[name] for name in self._target_names()},
-            opt_state={name: self._optimizer.init(p) for name, p in params.items()},
+            opt_state={name: self._optimizer(name).init(p) for name, p in params.items()},
             updates=jnp.zeros((), jnp.int32),
         )
         return OffPolicyState(
@@ -175,7 +183,7 @@ class OffPolicyAgent(ReplayAgent):
 
     def _apply(self, learner: Learner, name: str, grads: Any) -> Learner:
         """One Adam step on ``learner.params[name]``."""
-        step, opt_state = self._optimizer.update(
+        step, opt_state = self._optimizer(name).update(
             grads, learner.opt_state[name], learner.params[name]
         )
         return learner.replace(
@@ -204,7 +212,8 @@ class OffPolicyAgent(ReplayAgent):
     def _critic_update(
         self, learner: Learner, batch: dict[str, jax.Array], key: jax.Array
     ) -> tuple[Learner, dict[str, jax.Array]]:
-        target = jax.lax.stop_gradient(self._target(learner, batch, key))
+        target, learner = self._target(learner, batch, key)
+        target = jax.lax.stop_gradient(target)
 
         def loss_fn(critic_params):
             q = self._q(critic_params, batch["obs"], batch["action"])

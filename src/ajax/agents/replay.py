@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from ajax.acting import PolicyFn, Transition, episode_metrics, step_and_store
 from ajax.agents.base import Agent, hyperparameter
 from ajax.envs import Discrete, Env
+from ajax.nn import EpsilonGreedy
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,9 @@ class ReplayAgent(Agent):
         space = self.env.action_space
         batch = obs.shape[: obs.ndim - self._obs_ndim]
         if isinstance(space, Discrete):
-            return jax.random.randint(key, batch, 0, space.n)
+            # Epsilon-greedy with epsilon 1, the DQN paper's warm-up policy (no Q-values
+            # needed): the same draws as DQN's warm-up before it became a loop of its own.
+            return EpsilonGreedy(jnp.zeros((*batch, space.n)), 1.0).sample(key)
         return jax.random.uniform(key, batch + space.shape, minval=-1.0, maxval=1.0)
 
     def _collect(
