@@ -8,7 +8,8 @@ trial and, per agent, the medians and B's change over A in execution steps/s, wh
 steps/s and compile time.
 
     JAX_PLATFORMS=cpu python benchmarks/ab.py REV_A REV_B [--agents PPO DQN] [--rounds 4]
-        [--log-frequency 2000] [--out benchmarks/ab.jsonl]
+        [--log-frequency 2000] [--n-timesteps 20000] [--set learning_starts=10_000]
+        [--out benchmarks/ab.jsonl]
 
 Nothing else should run on the machine meanwhile. The bench script itself is taken from the
 working tree, so both commits are timed under the same protocol.
@@ -63,8 +64,12 @@ def main() -> None:
     parser.add_argument(
         "--log-frequency", type=int, default=None, help="passed on to agent_bench.py"
     )
+    parser.add_argument("--n-timesteps", type=int, default=None, help="passed on to agent_bench.py")
+    parser.add_argument("--set", nargs="+", default=[], help="passed on to agent_bench.py")
     args = parser.parse_args()
     extra = [] if args.log_frequency is None else ["--log-frequency", str(args.log_frequency)]
+    extra += [] if args.n_timesteps is None else ["--n-timesteps", str(args.n_timesteps)]
+    extra += ["--set", *args.set] if args.set else []
     with tempfile.TemporaryDirectory() as tmp:
         trees = {rev: worktree(rev, Path(tmp)) for rev in (args.rev_a, args.rev_b)}
         figures: dict[str, dict[str, list[dict]]] = {rev: {} for rev in trees}
@@ -93,6 +98,7 @@ def main() -> None:
         a, b = medians[args.rev_a], medians[args.rev_b]
         summary = {"agent": agent, "a": args.rev_a, "b": args.rev_b, "rounds": args.rounds}
         summary["log_frequency"] = args.log_frequency
+        summary |= {"n_timesteps": args.n_timesteps, "set": args.set}
         summary |= {f"a_{m}": a[m] for m in METRICS} | {f"b_{m}": b[m] for m in METRICS}
         summary |= {f"change_{m}": b[m] / a[m] - 1 for m in METRICS}
         emit(summary, args.out)

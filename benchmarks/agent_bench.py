@@ -15,12 +15,14 @@ protocol, in the same process, and prints Ajax's speed over rejax's; ``--peer br
 same for APG against Brax's trainer.
 
     JAX_PLATFORMS=cpu python benchmarks/agent_bench.py [--agents PPO] [--peer rejax|brax]
-        [--out benchmarks/latest.jsonl] [--record-baseline]
+        [--out benchmarks/latest.jsonl] [--record-baseline] [--n-timesteps N]
+        [--set NAME=VALUE ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import platform
@@ -342,7 +344,24 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="time logged runs that evaluate every this many steps (the protocol logs nothing)",
     )
+    parser.add_argument(
+        "--n-timesteps",
+        type=int,
+        default=N_TIMESTEPS,
+        help="steps per trial (the protocol's is 8,000); a measurement of its own, not for the "
+        "baseline",
+    )
+    parser.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="NAME=VALUE",
+        help="hyperparameters over the bench task's (Python literals), e.g. learning_starts=10_000",
+    )
     args = parser.parse_args(argv)
+    overrides = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in args.set)}
+    if args.record_baseline and (overrides or args.n_timesteps != N_TIMESTEPS):
+        parser.error("--record-baseline records the protocol alone: drop --set and --n-timesteps")
 
     machine = {
         "date": time.strftime("%Y-%m-%d"),
@@ -352,14 +371,22 @@ def main(argv: list[str] | None = None) -> int:
         "jax": jax.__version__,
         "backend": jax.default_backend(),
     }
-    protocol = {"n_envs": N_ENVS, "n_timesteps": N_TIMESTEPS, "trials": args.trials, "seeds": 1}
+    protocol = {"n_envs": N_ENVS, "trials": args.trials, "seeds": 1}
     protocol["log_frequency"] = args.log_frequency
+    protocol["overrides"] = overrides
     baseline = read_baseline(args.baseline)
     rows, regressions = [], []
     header = f"{'agent':<8}{'impl':<14}{'task':<14}{'exec steps/s':>14}{'whole steps/s':>15}"
     print(header + f"{'compile s':>11}{'vs baseline':>13}")
     for name in args.agents:
-        implementations = [("ajax", lambda n=name: time_ajax(n, log_frequency=args.log_frequency))]
+        implementations = [
+            (
+                "ajax",
+                lambda n=name: time_ajax(
+                    n, overrides, log_frequency=args.log_frequency, n_timesteps=args.n_timesteps
+                ),
+            )
+        ]
         if args.peer and name in PEERS[args.peer]:
             entry = PEERS[args.peer][name]
             if entry.overrides or entry.task or entry.n_timesteps != N_TIMESTEPS:
@@ -374,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             implementations.append((args.peer, lambda n=name: time_peer(args.peer, n)))
         figures = alternating_medians(implementations, args.trials)
         for implementation, stats in figures.items():
-            task, budget = TASKS[name][0], N_TIMESTEPS
+            task, budget = TASKS[name][0], args.n_timesteps
             if implementation != "ajax":
                 entry = PEERS[args.peer][name]
                 task, budget = (entry.task or TASKS[name])[0], entry.n_timesteps

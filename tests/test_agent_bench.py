@@ -23,7 +23,7 @@ def _fake_trials(bench, monkeypatch, figures):
     monkeypatch.setattr(
         bench,
         "time_ajax",
-        lambda name, overrides=None, log_frequency=None: {
+        lambda name, overrides=None, **protocol: {
             "steps": 7680,
             "execution_sps": next(calls),
             "whole_run_sps": 100.0,
