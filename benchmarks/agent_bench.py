@@ -58,6 +58,7 @@ TASKS: dict[str, tuple[str, dict]] = {
     "APG": ("ajax/PendulumTracking-v0", {}),
     "UDRL": ("CartPole-v1", {}),
     "ASAC": ("Pendulum-v1", {"learning_starts": 1_000}),
+    "AVG": ("Pendulum-v1", {}),
 }
 
 

@@ -63,7 +63,7 @@ def test_list_shows_agents_and_env_ids(capsys):
     out = capsys.readouterr().out
     assert all(
         name in out
-        for name in ("PPO", "DQN", "PQN", "SAC", "TD3", "REDQ", "APO", "APG", "UDRL", "ASAC")
+        for name in ("PPO", "DQN", "PQN", "SAC", "TD3", "REDQ", "APO", "APG", "UDRL", "ASAC", "AVG")
     )
     assert "gymnax/CartPole-v1" in out and "gymnax/Pendulum-v1" in out
 

@@ -24,6 +24,7 @@ SMALL = {
     "APO": ("Pendulum-v1", {"n_steps": 16, "n_minibatches": 2}),
     "APG": ("ajax/PendulumTracking-v0", {"horizon": 4}),
     "ASAC": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
+    "AVG": ("Pendulum-v1", {"hidden_sizes": (16, 16)}),
     "UDRL": ("CartPole-v1", {"n_steps": 4, "n_updates": 2, "store_size": 8, "last_few": 4}),
 }
 

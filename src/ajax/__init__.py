@@ -10,7 +10,7 @@ from ajax import _compile_cache
 
 _compile_cache.configure()
 
-from ajax.agents import AGENTS, APG, APO, ASAC, DQN, PPO, PQN, REDQ, SAC, TD3, UDRL  # noqa: E402
+from ajax.agents import AGENTS, APG, APO, ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, UDRL  # noqa: E402
 from ajax.envs import make_env  # noqa: E402
 from ajax.logging import LoggingConfig  # noqa: E402
 from ajax.result import TrainResult, evaluate, load  # noqa: E402
@@ -21,6 +21,7 @@ __all__ = [
     "APG",
     "APO",
     "ASAC",
+    "AVG",
     "DQN",
     "PPO",
     "PQN",

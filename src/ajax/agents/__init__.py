@@ -3,6 +3,7 @@
 from ajax.agents.apg import APG
 from ajax.agents.apo import APO
 from ajax.agents.asac import ASAC
+from ajax.agents.avg import AVG
 from ajax.agents.base import Agent
 from ajax.agents.dqn import DQN
 from ajax.agents.ppo import PPO
@@ -13,7 +14,7 @@ from ajax.agents.td3 import TD3
 from ajax.agents.udrl import UDRL
 
 AGENTS: dict[str, type[Agent]] = {
-    cls.__name__: cls for cls in (PPO, DQN, PQN, SAC, TD3, REDQ, APO, APG, UDRL, ASAC)
+    cls.__name__: cls for cls in (PPO, DQN, PQN, SAC, TD3, REDQ, APO, APG, UDRL, ASAC, AVG)
 }
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "APG",
     "APO",
     "ASAC",
+    "AVG",
     "DQN",
     "PPO",
     "PQN",

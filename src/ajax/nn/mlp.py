@@ -16,6 +16,7 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "elu": nn.elu,
     "gelu": nn.gelu,
     "silu": nn.silu,
+    "leaky_relu": nn.leaky_relu,
 }
 
 
@@ -35,14 +36,23 @@ class MLP(nn.Module):
     layer_norm: bool = False
     #: Orthogonal weights as above; False keeps Flax's LeCun-normal default (purejaxql's).
     orthogonal: bool = True
+    #: The orthogonal gain of the hidden layers.
+    hidden_gain: float = float(np.sqrt(2))
+    #: Divide the last hidden features by their Euclidean norm before the output layer
+    #: (AVG's penultimate normalisation, Vasan et al. 2024, after Bjorck et al. 2022).
+    normalize_features: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
         init = nn.initializers.orthogonal if self.orthogonal else None
         for size in self.hidden_sizes:
-            x = nn.Dense(size, **({"kernel_init": init(np.sqrt(2))} if init else {}))(x)
+            x = nn.Dense(size, **({"kernel_init": init(self.hidden_gain)} if init else {}))(x)
             x = act(nn.LayerNorm()(x) if self.layer_norm else x)
+        if self.normalize_features:
+            x = x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+            # Kept only when applied with mutable=["intermediates"] (tests read it).
+            self.sow("intermediates", "features", x)
         return nn.Dense(self.out_dim, **({"kernel_init": init(self.out_gain)} if init else {}))(x)
 
 

@@ -1,0 +1,161 @@
+"""AVG: the TD-error scaler against a NumPy port of the reference's, the penultimate
+normalisation, one update against a hand-computed Adam step with beta 1 = 0, and learning
+Pendulum without a buffer. The probes are in test_continuous_probes.py."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ajax import AVG
+from ajax.acting import actor_step
+from ajax.agents.avg import TDErrorScaler
+
+
+class _NumpyStats:
+    """Welford's mean and population variance, 0 before any sample (the reference's
+    RunningStats, incremental_rl/td_error_scaler.py)."""
+
+    def __init__(self):
+        self.n, self.m, self.s = 0, 0.0, 0.0
+
+    def update(self, x):
+        self.n += 1
+        if self.n == 1:
+            self.m, self.s = x, 0.0
+        else:
+            previous = self.m
+            self.m += (x - self.m) / self.n
+            self.s += (x - previous) * (x - self.m)
+
+    @property
+    def mean(self):
+        return self.m if self.n else 0.0
+
+    @property
+    def variance(self):
+        return self.s / self.n if self.n else 0.0
+
+
+def _numpy_sigmas(rewards, terminated, gamma):
+    """The reference's scaler as avg.py drives it: the return is pushed and reset only at
+    termination; sigma after each step."""
+    reward, discount, return_sq = _NumpyStats(), _NumpyStats(), _NumpyStats()
+    running, sigmas = 0.0, []
+    for r, done in zip(rewards, terminated, strict=True):
+        running += r
+        if done:
+            return_sq.update(running**2)
+            running = 0.0
+        reward.update(r)
+        discount.update(0.0 if done else gamma)
+        variance = max(reward.variance + discount.variance * return_sq.mean, 1e-4)
+        sigmas.append(1.0 if variance <= 0.01 and return_sq.n == 0 else np.sqrt(variance))
+    return np.array(sigmas)
+
+
+def test_sigma_matches_a_numpy_port_of_the_reference():
+    rng = np.random.default_rng(0)
+    # Small rewards first (sigma stays 1 until a return is seen), then larger ones with
+    # terminations about every 40 steps.
+    rewards = np.concatenate([0.01 * rng.normal(size=30), rng.normal(size=300) - 1.0])
+    terminated = np.zeros(len(rewards), bool)
+    terminated[30:] = rng.random(300) < 0.025
+
+    def step(scaler, inputs):
+        r, done = inputs
+        scaler = scaler.update(r[None], done[None], 0.99)
+        return scaler, scaler.sigma
+
+    _, sigmas = jax.lax.scan(
+        step, TDErrorScaler.zeros(1), (jnp.asarray(rewards, jnp.float32), jnp.asarray(terminated))
+    )
+    want = _numpy_sigmas(rewards, terminated, 0.99)
+    assert want[0] == 1.0 and terminated.sum() > 3 and want[-1] > 1.0
+    np.testing.assert_allclose(sigmas, want, rtol=1e-4)
+
+
+def test_penultimate_features_have_unit_norm():
+    agent = AVG(env_id="Pendulum-v1", hidden_sizes=(32, 32))
+    state = agent.init(jax.random.key(0), agent.env_copies(1), 1)
+    obs = 10.0 * jax.random.normal(jax.random.key(1), (16, 3))
+    inputs = {"actor": obs, "critic": jnp.concatenate([obs, jnp.ones((16, 1))], -1)}
+    for name, network in (("actor", agent.actor), ("critic", agent.critic)):
+        _, sown = network.apply(state.params[name], inputs[name], mutable=["intermediates"])
+        (features,) = jax.tree.leaves(sown)
+        assert features.shape == (16, 32)
+        np.testing.assert_allclose(jnp.linalg.norm(features, axis=-1), 1.0, rtol=1e-5)
+
+
+def _hand_gradients(agent, env, state):
+    """The actor's and the critic's gradients of one iteration from ``state``, written out
+    from the paper's losses, and sigma."""
+    c = agent.config
+    _, act_key, step_key, next_key = jax.random.split(state.key, 4)
+    params = state.params
+
+    def behaviour(params, obs, carry, _):
+        return agent.policy(params, obs).sample(act_key).reshape(-1, 1), carry, ()
+
+    _, step, _ = actor_step(env, behaviour, params, state.cursor, step_key)
+
+    def actor_loss(actor_params):
+        action, log_prob = agent.policy({"actor": actor_params}, step.obs).sample_and_log_prob(
+            act_key
+        )
+        q = agent.q_values(params, step.obs, action)
+        return (c.alpha * log_prob - q).mean(), log_prob
+
+    actor_grads, log_prob = jax.grad(actor_loss, has_aux=True)(params["actor"])
+    scaler = state.scaler.update(step.reward - c.alpha * log_prob, step.terminated, c.gamma)
+    next_action, next_log_prob = agent.policy(params, step.next_obs).sample_and_log_prob(next_key)
+    next_value = agent.q_values(params, step.next_obs, next_action) - c.alpha * next_log_prob
+    target = step.reward + c.gamma * (1 - step.terminated) * next_value
+
+    def critic_loss(critic_params):
+        q = agent.q_values({"critic": critic_params}, step.obs, step.action)
+        return (((target - q) / scaler.sigma) ** 2).mean()
+
+    return {"actor": actor_grads, "critic": jax.grad(critic_loss)(params["critic"])}
+
+
+def test_two_updates_are_adam_steps_with_no_momentum():
+    agent = AVG(env_id="Pendulum-v1", hidden_sizes=(16, 16))
+    env = agent.env_copies(1)
+    first = agent.init(jax.random.key(0), env, 2)
+    second, _ = agent.iteration(first, env)
+    third, _ = agent.iteration(second, env)
+    g1, g2 = _hand_gradients(agent, env, first), _hand_gradients(agent, env, second)
+    b2, eps = agent.config.adam_b2, 1e-8
+    rates = {"actor": agent.config.actor_learning_rate, "critic": agent.config.critic_learning_rate}
+    for name, lr in rates.items():
+
+        def adam(p, a, b, lr=lr):
+            # beta 1 = 0: the first moment is the latest gradient; the second is Adam's,
+            # bias-corrected after two steps.
+            v = b2 * (1 - b2) * a**2 + (1 - b2) * b**2
+            return p - lr * b / (jnp.sqrt(v / (1 - b2**2)) + eps)
+
+        want = jax.tree.map(adam, second.params[name], g1[name], g2[name])
+        got = third.params[name]
+        for w, x in zip(jax.tree.leaves(want), jax.tree.leaves(got), strict=True):
+            np.testing.assert_allclose(x, w, rtol=1e-4, atol=1e-6)
+        # And the first step moved every parameter with a gradient by the step size.
+        step = jax.tree.map(lambda a, b: a - b, second.params[name], first.params[name])
+        moved = jnp.concatenate([jnp.abs(x).ravel() for x in jax.tree.leaves(step)])
+        gradient = jnp.concatenate([jnp.abs(x).ravel() for x in jax.tree.leaves(g1[name])])
+        np.testing.assert_allclose(moved[gradient > 1e-4], lr, rtol=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.learning
+@pytest.mark.xfail(
+    strict=True,
+    reason="AVG with the reference's settings does not learn Pendulum-v1's swing-up in 50k "
+    "steps: -1287.9 (seeds 0-3), -1150.0 at 300k; step sizes of 1e-3 reach -1014.9 at 40k and "
+    "fall back (docs/agents/avg.md). The bar stays; strict, so an AVG that reaches it turns "
+    "this into a failure to remove the marker.",
+)
+def test_avg_learns_pendulum_within_50k_steps(learning_run, bar):
+    _, mean_over_seeds = learning_run(AVG(env_id="Pendulum-v1"), 50_000, 5_000)
+    bar.at_least("final 4-seed mean", mean_over_seeds[-1], -400, mean_over_seeds)
