@@ -122,10 +122,12 @@ def _hand_gradients(agent, env, state):
 def test_two_updates_are_adam_steps_with_no_momentum():
     agent = AVG(env_id="Pendulum-v1", hidden_sizes=(16, 16))
     env = agent.env_copies(1)
+    iterate = jax.jit(lambda state: agent.iteration(state, env)[0])
+    by_hand = jax.jit(lambda state: _hand_gradients(agent, env, state))
     first = agent.init(jax.random.key(0), env, 2)
-    second, _ = agent.iteration(first, env)
-    third, _ = agent.iteration(second, env)
-    g1, g2 = _hand_gradients(agent, env, first), _hand_gradients(agent, env, second)
+    second = iterate(first)
+    third = iterate(second)
+    g1, g2 = by_hand(first), by_hand(second)
     b2, eps = agent.config.adam_b2, 1e-8
     rates = {"actor": agent.config.actor_learning_rate, "critic": agent.config.critic_learning_rate}
     for name, lr in rates.items():
