@@ -6,20 +6,57 @@ gymnax 1.x's own ``step`` resets every copy on every step; the adapter calls ``s
 
 from __future__ import annotations
 
+import importlib
+import sys
+import types
 from typing import Any
 
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from gymnax.environments import spaces as gymnax_spaces
 
 from ajax.envs.core import Env, StepResult
 from ajax.envs.spaces import Box, Discrete, Space
 
+#: Modules gymnax's environment modules import at the top for their renderers only; with
+#: SciPy, which seaborn pulls in, they are three quarters of gymnax's import time (1.8 of
+#: 2.4 s on the 2-core CI machine).
+_RENDERING_MODULES = ("matplotlib.pyplot", "seaborn")
+
+
+class _ImportedOnFirstUse(types.ModuleType):
+    """Stands in for a module while gymnax is imported; the first attribute read imports the
+    real module and answers from it (a render call, say)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attr)
+
+
+def import_gymnax() -> types.ModuleType:
+    """gymnax, imported without its renderers' libraries (they are imported when a renderer
+    is first used). Environment families written to gymnax's API import it through here."""
+    if "gymnax" in sys.modules:
+        return sys.modules["gymnax"]
+    stand_ins = {
+        name: _ImportedOnFirstUse(name) for name in _RENDERING_MODULES if name not in sys.modules
+    }
+    sys.modules.update(stand_ins)
+    try:
+        import gymnax
+    finally:
+        # Only gymnax's modules keep the stand-ins; an import after this one gets the real
+        # module.
+        for name, stand_in in stand_ins.items():
+            if sys.modules.get(name) is stand_in:
+                del sys.modules[name]
+    return gymnax
+
 
 def convert_space(space: Any) -> Space:
     """The Ajax space equal to a gymnax space."""
+    gymnax_spaces = import_gymnax().environments.spaces
     if isinstance(space, gymnax_spaces.Discrete):
         return Discrete(int(space.n), dtype=np.dtype(space.dtype))
     if isinstance(space, gymnax_spaces.Box):
@@ -60,16 +97,12 @@ class GymnaxAdapter(Env):
         )
 
 
-def registered_ids() -> list[str]:
-    return list(gymnax.registered_envs)
-
-
 class GymnaxEnv(GymnaxAdapter):
     """A registered gymnax environment (``env_params`` overrides its default parameters)."""
 
     def __init__(self, name: str, **env_params: Any):
         try:
-            env, defaults = gymnax.make(name)
+            env, defaults = import_gymnax().make(name)
         except OSError as error:
             # MNISTBandit-bsuite downloads MNIST when built; nothing is fetched at run time here.
             raise RuntimeError(

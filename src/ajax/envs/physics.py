@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from ajax.envs import catalog
 from ajax.envs.core import Env, StepResult
 from ajax.envs.spaces import Box
 
@@ -107,12 +108,6 @@ class SimulatorEnv(Env):
         return jnp.asarray(inner.obs, jnp.float32)
 
 
-def brax_ids() -> list[str]:
-    from brax import envs
-
-    return sorted(envs._envs)
-
-
 class BraxEnv(SimulatorEnv):
     """A Brax environment. ``backend`` picks the physics pipeline (``"generalized"``,
     ``"positional"``, ``"spring"`` or ``"mjx"``; Brax's own default when left out); other
@@ -146,27 +141,14 @@ class BraxEnv(SimulatorEnv):
         )
 
 
-#: Playground suites whose model files ship inside the package; the others download the
-#: MuJoCo Menagerie at run time.
-_OFFLINE_SUITES = ("dm_control_suite",)
-
-
-def playground_ids() -> list[str]:
-    from mujoco_playground import dm_control_suite
-
-    return list(dm_control_suite.ALL_ENVS)
-
-
 def playground_unavailable(name: str) -> str | None:
     """Why a Playground id that ``ajax list`` leaves out cannot be built here, or None."""
-    from mujoco_playground import locomotion, manipulation
-
-    if name in locomotion.ALL_ENVS or name in manipulation.ALL_ENVS:
+    if name in catalog.PLAYGROUND_DOWNLOADS:
         return (
             f"playground/{name} needs the MuJoCo Menagerie model files, which Playground "
             "downloads when the environment is first built; Ajax fetches nothing at run "
-            f"time. The Playground environments that load offline are the "
-            f"{', '.join(_OFFLINE_SUITES)} ids that `ajax list` shows."
+            "time. The Playground environments that load offline are the dm_control_suite "
+            "ids that `ajax list` shows."
         )
     return None
 

@@ -2,18 +2,21 @@
 ``brax/ant``, ``playground/CheetahRun``, ``target_gym/plane``, ``ajax/PendulumTracking-v0``);
 unprefixed ids are looked up in every family, in that order.
 
-A family's library is imported only when one of its ids is asked for (Brax and Playground take
-seconds to import), and a family whose library is not installed lists no ids.
+The built-in families' ids are a static table (:mod:`ajax.envs.catalog`): listing, resolving
+and refusing ids imports no environment library, and a family's library is imported only when
+one of its environments is built (Brax and Playground take seconds to import). A family whose
+library is not installed lists no ids.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ajax.envs import gymnax_adapter, physics, target_gym_adapter, tasks
+from ajax.envs import catalog, gymnax_adapter, physics, target_gym_adapter, tasks
 from ajax.envs.core import Env
 
 
@@ -32,13 +35,31 @@ class Family:
 #: The ajax-rl extra that installs each optional family's library.
 _EXTRAS = {"brax": "brax", "playground": "playground", "target_gym": "target-gym"}
 
+
+def _installed(module: str, ids: tuple[str, ...]) -> Callable[[], list[str]]:
+    """Lists ``ids`` where ``module`` can be imported; raises ImportError where it cannot
+    (without importing it)."""
+
+    def list_ids() -> list[str]:
+        if importlib.util.find_spec(module) is None:
+            raise ImportError(f"No module named {module!r}", name=module)
+        return list(ids)
+
+    return list_ids
+
+
 _FAMILIES: dict[str, Family] = {
-    "gymnax": Family(gymnax_adapter.registered_ids, gymnax_adapter.GymnaxEnv),
-    "brax": Family(physics.brax_ids, physics.BraxEnv),
+    "gymnax": Family(_installed("gymnax", catalog.GYMNAX), gymnax_adapter.GymnaxEnv),
+    "brax": Family(_installed("brax", catalog.BRAX), physics.BraxEnv),
     "playground": Family(
-        physics.playground_ids, physics.PlaygroundEnv, physics.playground_unavailable
+        _installed("mujoco_playground", catalog.PLAYGROUND),
+        physics.PlaygroundEnv,
+        physics.playground_unavailable,
     ),
-    "target_gym": Family(target_gym_adapter.registered_ids, target_gym_adapter.TargetGymEnv),
+    "target_gym": Family(
+        _installed("target_gym", (*target_gym_adapter.ALIASES, *catalog.TARGET_GYM)),
+        target_gym_adapter.TargetGymEnv,
+    ),
     "ajax": Family(tasks.registered_ids, tasks.make),
 }
 

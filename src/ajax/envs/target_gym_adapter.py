@@ -12,22 +12,24 @@ kept as defaults here and the episode length is left at the environment's own.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-from ajax.envs.gymnax_adapter import GymnaxAdapter, override
+from ajax.envs.gymnax_adapter import GymnaxAdapter, import_gymnax, override
 
 #: The performance page's names for two registry entries.
 ALIASES = {"Plane": "plane", "Plane3DCircle": "plane3d_circle"}
 
 
 def _registry() -> dict[str, Any]:
-    from target_gym.registry import REGISTRY
+    import_gymnax()
+    with warnings.catch_warnings():
+        # do-mpc, which target-gym's process-control tasks use, warns at import about its
+        # optional features (ONNX, OPC UA, PyTorch), none of which Ajax uses.
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"do_mpc(\.|$)")
+        from target_gym.registry import REGISTRY
 
     return REGISTRY
-
-
-def registered_ids() -> list[str]:
-    return [*ALIASES, *_registry()]
 
 
 class TargetGymEnv(GymnaxAdapter):
