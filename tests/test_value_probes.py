@@ -76,3 +76,18 @@ def test_dueling_q_values_are_the_value_plus_centred_advantages():
     q = agent.q_values(params, obs)
     np.testing.assert_allclose(q.mean(-1), out[:, 0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(q[:, 1] - q[:, 0], out[:, 2] - out[:, 1], rtol=1e-5, atol=1e-6)
+
+
+def test_dqn_starts_from_pytorchs_linear_initialisation():
+    """SB3's networks (whose DQN settings Ajax's follow) start from PyTorch's nn.Linear
+    default: weights and biases uniform in +-1/sqrt(fan_in)."""
+    agent = DQN(env_id="CartPole-v1")
+    params = agent._init_network(jax.random.PRNGKey(0), jnp.zeros((1, 4)))["params"]
+    for name, fan_in in (("Dense_0", 4), ("Dense_1", 256), ("Dense_2", 256)):
+        bound = 1 / np.sqrt(fan_in)
+        for kind in ("kernel", "bias"):
+            values = np.asarray(params[name][kind]).ravel()
+            assert np.abs(values).max() <= bound
+            if values.size >= 256:  # (the output bias has 2 values)
+                # Uniform: a standard deviation of bound / sqrt(3); LeCun-normal's is bound.
+                np.testing.assert_allclose(values.std(), bound / np.sqrt(3), rtol=0.1)

@@ -37,7 +37,7 @@ class QEnsemble(nn.Module):
             axis_size=self.n_critics,
         )
         x = jnp.concatenate([obs, action], axis=-1)
-        return ensemble(self.hidden_sizes, 1, self.activation, orthogonal=False)(x)[..., 0]
+        return ensemble(self.hidden_sizes, 1, self.activation, weight_init="lecun")(x)[..., 0]
 
 
 def critic_subset(key: jax.Array | None, params: Any, subset_size: int) -> Any:

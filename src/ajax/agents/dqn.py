@@ -10,9 +10,10 @@ averaging otherwise). Before ``learning_starts`` steps actions are uniformly ran
 update is computed (the replay schedule, :class:`ajax.agents.replay.ReplayAgent`).
 
 Defaults are RL-Baselines3-Zoo's tuned CartPole-v1 values (``hyperparams/dqn.yml``; the
-paper's Atari values, a 1M-transition buffer over 50M frames, do not fit small tasks) with
-three changes that make the run hold its result: the double-DQN target, 5-step returns and
-the step size decayed to 0. With the Zoo's settings alone, in Ajax as in SB3 itself, every
+paper's Atari values, a 1M-transition buffer over 50M frames, do not fit small tasks), on
+networks initialised as SB3's (PyTorch's ``nn.Linear`` default), with three changes that make
+the run hold its result: the double-DQN target, 5-step returns and the step size decayed to 0.
+With the Zoo's settings alone, in Ajax as in SB3 itself, every
 seed reaches 500 on CartPole and falls back, over and over (docs/agents/dqn.md has the
 measurements); ``double_dqn=False, n_step=1, anneal_lr=False`` restores them.
 """
@@ -118,7 +119,7 @@ class DQN(QLearningAgent, ReplayAgent):
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
         c = self.config
-        self._build_network(c.dueling, orthogonal=False)
+        self._build_network(c.dueling, weight_init="torch")
         self._optimizer = optax.chain(
             optax.clip_by_global_norm(c.max_grad_norm), optax.scale_by_adam()
         )

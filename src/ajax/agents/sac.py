@@ -60,7 +60,7 @@ class SAC(OffPolicyAgent):
         self._require_at_most(
             "n_target_critics", "n_critics", "the target takes its minimum over a subset of them"
         )
-        outputs = MLP(c.hidden_sizes, 2 * self._action_dim, c.activation, orthogonal=False)
+        outputs = MLP(c.hidden_sizes, 2 * self._action_dim, c.activation, weight_init="lecun")
         self.actor = MLPHead(outputs, _squashed_gaussian)
         self.target_entropy = -c.target_entropy_scale * self._action_dim
 

@@ -52,7 +52,7 @@ class TD3(OffPolicyAgent):
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
         c = self.config
-        self.actor = MLP(c.hidden_sizes, self._action_dim, c.activation, orthogonal=False)
+        self.actor = MLP(c.hidden_sizes, self._action_dim, c.activation, weight_init="lecun")
 
     def policy(self, params: dict[str, Any], obs: jax.Array) -> NoisyDeterministic:
         """The deterministic action ``mu(obs)`` in ``[-1, 1]`` (the mode), explored with

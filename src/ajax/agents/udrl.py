@@ -106,7 +106,7 @@ class _Behaviour(nn.Module):
         width = self.hidden_sizes[0]
         state = nn.sigmoid(nn.Dense(width)(obs))
         gate = nn.sigmoid(nn.Dense(width)(command))
-        mlp = MLP(self.hidden_sizes[1:], self.n_actions, "relu", orthogonal=False)
+        mlp = MLP(self.hidden_sizes[1:], self.n_actions, "relu", weight_init="lecun")
         return Categorical(mlp(state * gate))
 
 

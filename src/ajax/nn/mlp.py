@@ -1,4 +1,4 @@
-"""Multi-layer perceptrons with orthogonal initialisation."""
+"""Multi-layer perceptrons."""
 
 from __future__ import annotations
 
@@ -20,12 +20,36 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 }
 
 
+def _dense(size: int, fan_in: int, init: str, gain: float) -> nn.Dense:
+    """A layer of ``size`` units on ``fan_in`` inputs, initialised as ``init`` says
+    (:data:`INITS`)."""
+    if init == "orthogonal":
+        return nn.Dense(size, kernel_init=nn.initializers.orthogonal(gain))
+    if init == "torch":
+        bound = 1.0 / np.sqrt(fan_in)
+        return nn.Dense(
+            size,
+            kernel_init=nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform"),
+            bias_init=lambda key, shape, dtype=jnp.float32: jax.random.uniform(
+                key, shape, dtype, -bound, bound
+            ),
+        )
+    return nn.Dense(size)
+
+
+#: Weight initialisations: orthogonal with a gain per layer; Flax's default (LeCun-normal
+#: weights, zero biases; purejaxql's); PyTorch's ``nn.Linear`` default (weights and biases
+#: uniform in +-1/sqrt(fan_in); Stable-Baselines3's networks).
+INITS = ("orthogonal", "lecun", "torch")
+
+
 class MLP(nn.Module):
     """Hidden layers then a linear output of ``out_dim`` units.
 
-    Hidden layers use orthogonal weights with gain sqrt(2) and the output layer gain
-    ``out_gain`` (Engstrom et al. 2020, "Implementation Matters": 0.01 for policy logits,
-    1.0 for values), as PPO implementations commonly do.
+    With the default ``weight_init="orthogonal"``, hidden layers use orthogonal weights with gain
+    ``hidden_gain`` (sqrt(2)) and the output layer gain ``out_gain`` (Engstrom et al. 2020,
+    "Implementation Matters": 0.01 for policy logits, 1.0 for values), as PPO
+    implementations commonly do; :data:`INITS` lists the others.
     """
 
     hidden_sizes: Sequence[int]
@@ -34,8 +58,8 @@ class MLP(nn.Module):
     out_gain: float = 1.0
     #: LayerNorm before each hidden activation (PQN's normalisation, Gallici et al. 2025).
     layer_norm: bool = False
-    #: Orthogonal weights as above; False keeps Flax's LeCun-normal default (purejaxql's).
-    orthogonal: bool = True
+    #: One of :data:`INITS`.
+    weight_init: str = "orthogonal"
     #: The orthogonal gain of the hidden layers.
     hidden_gain: float = float(np.sqrt(2))
     #: Divide the last hidden features by their Euclidean norm before the output layer
@@ -45,15 +69,14 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
-        init = nn.initializers.orthogonal if self.orthogonal else None
         for size in self.hidden_sizes:
-            x = nn.Dense(size, **({"kernel_init": init(self.hidden_gain)} if init else {}))(x)
+            x = _dense(size, x.shape[-1], self.weight_init, self.hidden_gain)(x)
             x = act(nn.LayerNorm()(x) if self.layer_norm else x)
         if self.normalize_features:
             x = x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
             # Kept only when applied with mutable=["intermediates"] (tests read it).
             self.sow("intermediates", "features", x)
-        return nn.Dense(self.out_dim, **({"kernel_init": init(self.out_gain)} if init else {}))(x)
+        return _dense(self.out_dim, x.shape[-1], self.weight_init, self.out_gain)(x)
 
 
 class MLPHead(nn.Module):
