@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ajax import _program_cache
 from ajax.buffers import EpisodeStore, ReplayBuffer
 from ajax.envs.core import SEED_AXIS
 from ajax.evaluation import run_episodes
@@ -213,24 +214,38 @@ class RunPrograms:
 def lower_run(
     agent: Any, seeds: list[int], plan: RunPlan, num_episode_test: int, evaluate: bool
 ) -> RunPrograms:
-    """Trace and lower the run's two programs; refuses, before lowering the segment, a run
-    whose state cannot fit in memory."""
-    train_env = agent.env_copies(agent.n_envs)
-    eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
-    init = init_program(agent, train_env, plan.n_iterations)
+    """Lower the run's two programs, through ``jax.export`` (:mod:`ajax._program_cache`):
+    a relaunch that finds them stored skips tracing. Refuses, before tracing the segment, a
+    run whose state cannot fit in memory."""
     keys = seed_keys(seeds)
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-    state_shape = jax.eval_shape(init, keys)
+    key = _program_cache.run_key(agent, len(seeds), num_episode_test if evaluate else None)
+    train_env = agent.env_copies(agent.n_envs)
+    init = _program_cache.cached(
+        _program_cache.key_with(key, "init", plan.n_iterations),
+        lambda: _program_cache.export(init_program(agent, train_env, plan.n_iterations), keys),
+    )
+    state_shape = init.out_shape
     check_memory(state_shape, len(seeds))
-    segment = jax.jit(
-        jax.vmap(
+
+    def export_segment():
+        eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
+        segment = jax.vmap(
             _segment_program(agent, train_env, eval_env),
             in_axes=(0, 0, None, None),
             axis_name=SEED_AXIS,
+        )
+        return _program_cache.export(segment, state_shape, eval_keys, jnp.int32(0), jnp.int32(0))
+
+    segment = _program_cache.cached(key, export_segment)
+    return RunPrograms(
+        keys,
+        eval_keys,
+        jax.jit(init).lower(keys),
+        jax.jit(segment, donate_argnums=0).lower(
+            state_shape, eval_keys, jnp.int32(0), jnp.int32(0)
         ),
-        donate_argnums=0,
-    ).lower(state_shape, eval_keys, jnp.int32(0), jnp.int32(0))
-    return RunPrograms(keys, eval_keys, init.lower(keys), segment)
+    )
 
 
 def train(

@@ -155,6 +155,9 @@ class Agent(abc.ABC):
         validate_config(self.config)
         self.env = make_env(env_id, **(env_params or {}))
         self.env_params = dict(env_params or {})
+        #: The id the environment was built from, None for an Env instance (whose code Ajax
+        #: cannot vouch for: its runs' programs are not kept by the program cache).
+        self.registered_env_id = env_id if isinstance(env_id, str) else None
         self.n_envs = n_envs
         self._obs_ndim = len(self.env.observation_space.shape)
         if not isinstance(self.env.action_space, self.action_spaces):
