@@ -12,11 +12,18 @@ Results go to a JSON-lines file and are compared with ``benchmarks/baseline.json
 more than 10% slower in execution steps/s than its baseline is flagged, and the script exits
 with status 1. ``--peer rejax`` times rejax's implementation of the same agent under the same
 protocol, in the same process, and prints Ajax's speed over rejax's; ``--peer brax`` does the
-same for APG against Brax's trainer.
+same for APG against Brax's trainer. ``--seeds N`` runs N seeds in one program on both sides
+(rejax's train vmapped over seed keys); ``--rejax-buffers`` gives the replay agents rejax's
+default buffer (131,072 transitions) on both sides instead of the bench's.
+
+``--goals`` runs the comparison that PERFORMANCE_REPORT.md's goals against rejax are judged
+on: PPO, PQN, DQN, SAC and TD3 at budgets where execution dominates (100k steps for PPO and
+PQN, 10k for the others), rejax's default buffers, and prints each ratio against its goal
+(Ajax's execution time at most 1/1.5 of rejax's; its compile time at most rejax's).
 
     JAX_PLATFORMS=cpu python benchmarks/agent_bench.py [--agents PPO] [--peer rejax|brax]
         [--out benchmarks/latest.jsonl] [--record-baseline] [--n-timesteps N]
-        [--set NAME=VALUE ...]
+        [--set NAME=VALUE ...] [--seeds N] [--rejax-buffers] [--goals]
 """
 
 from __future__ import annotations
@@ -44,6 +51,12 @@ import ajax
 HERE = Path(__file__).resolve().parent
 BASELINE = HERE / "baseline.jsonl"
 N_ENVS, N_TIMESTEPS, TRIALS, REGRESSION = 4, 8_000, 3, 0.10
+#: rejax 0.1.3's default replay capacity (its ReplayMixin).
+REJAX_BUFFER = 131_072
+#: Budgets of the goals against rejax: long enough that execution dominates.
+GOAL_BUDGETS = {"PPO": 100_000, "PQN": 100_000, "DQN": 10_000, "SAC": 10_000, "TD3": 10_000}
+#: Ajax's execution time over rejax's, and its compile time over rejax's, at most.
+GOAL_EXECUTION, GOAL_COMPILE = 1 / 1.5, 1.0
 
 #: agent -> (task, the agent's hyperparameters for the bench). Every agent updates within
 #: the 8,000 steps: the replay agents learn from step 1,000.
@@ -68,10 +81,12 @@ def time_ajax(
     log_frequency: int | None = None,
     task: tuple[str, dict] | None = None,
     n_timesteps: int = N_TIMESTEPS,
+    seeds: int = 1,
 ) -> dict[str, float]:
-    """One trial: a fresh agent, one seed, no logging unless ``log_frequency`` is given (then
-    the run evaluates and logs to a temporary directory at that frequency). ``task``
-    (environment id, environment parameters) replaces the agent's bench task."""
+    """One trial: a fresh agent, ``seeds`` seeds in one run, no logging unless
+    ``log_frequency`` is given (then the run evaluates and logs to a temporary directory at
+    that frequency). ``task`` (environment id, environment parameters) replaces the agent's
+    bench task. Steps count every seed's."""
     env_id, hyperparameters = TASKS[agent_name]
     env_params = None
     if task is not None:
@@ -87,9 +102,11 @@ def time_ajax(
         logging_config = None
         if log_frequency is not None:
             logging_config = ajax.LoggingConfig(log_frequency=log_frequency, log_dir=log_dir)
-        result = agent.train(seed=0, n_timesteps=n_timesteps, logging_config=logging_config)
+        result = agent.train(
+            seed=list(range(seeds)), n_timesteps=n_timesteps, logging_config=logging_config
+        )
     wall = time.perf_counter() - start
-    steps = result.n_timesteps
+    steps = result.n_timesteps * seeds
     return {
         "steps": steps,
         "execution_sps": steps / result.timings["run_s"],
@@ -115,11 +132,12 @@ class _FiveValueStep:
         return obs, state, reward, terminated | truncated, info
 
 
-def _rejax(algorithm: str, **settings) -> Callable[[str, int], dict[str, float]]:
+def _rejax(algorithm: str, **settings) -> Callable[..., dict[str, float]]:
     """A trial of rejax's ``algorithm`` with ``settings``, evaluating nothing (as Ajax without
-    a logging config): compile its jitted train, then time one call."""
+    a logging config): compile its jitted train (vmapped over ``seeds`` keys), then time one
+    call. ``overrides`` replace settings (the buffer size)."""
 
-    def trial(env_id: str, n_timesteps: int) -> dict[str, float]:
+    def trial(env_id: str, n_timesteps: int, seeds: int = 1, **overrides) -> dict[str, float]:
         import gymnax
         import rejax
 
@@ -132,17 +150,18 @@ def _rejax(algorithm: str, **settings) -> Callable[[str, int], dict[str, float]]
             eval_freq=n_timesteps,
             skip_initial_evaluation=True,
             num_envs=N_ENVS,
-            **settings,
+            **(settings | overrides),
         )
         algo = algo.replace(eval_callback=lambda algo, ts, rng: ())
-        compiled = jax.jit(algo.train).lower(jax.random.PRNGKey(0)).compile()
+        keys = jax.random.split(jax.random.PRNGKey(0), seeds)
+        compiled = jax.jit(jax.vmap(algo.train)).lower(keys).compile()
         compile_s = time.perf_counter() - start
         run_start = time.perf_counter()
-        jax.block_until_ready(compiled(jax.random.PRNGKey(0)))
+        jax.block_until_ready(compiled(keys))
         run_s = time.perf_counter() - run_start
         # rejax rounds the budget up to whole iterations.
         per_iteration = N_ENVS * settings.get("num_steps", 1)
-        steps = -(-n_timesteps // per_iteration) * per_iteration
+        steps = -(-n_timesteps // per_iteration) * per_iteration * seeds
         return {
             "steps": steps,
             "execution_sps": steps / run_s,
@@ -162,7 +181,7 @@ def _replicate_for_pmap(tree, devices):
     return jax.device_put(stacked, devices[0])
 
 
-def _brax_apg(env_id: str, n_timesteps: int) -> dict[str, float]:
+def _brax_apg(env_id: str, n_timesteps: int, seeds: int = 1) -> dict[str, float]:
     """A trial of Brax's APG trainer (``brax.training.agents.apg.train``) with the settings of
     Ajax's APG defaults: windows of 32 steps, step size 3e-3, observation normalisation.
 
@@ -171,7 +190,10 @@ def _brax_apg(env_id: str, n_timesteps: int) -> dict[str, float]:
     first two compile (the second again, as its input's placement differs from the first's),
     and execution is the steps of the last four over their wall time. Compile and warm-up is
     the first two epochs' wall time less their steps at that speed. The whole run includes
-    Brax's evaluations (one copy, one 1,000-step episode each)."""
+    Brax's evaluations (one copy, one 1,000-step episode each). One seed only: Brax's
+    trainer runs one seed per call."""
+    if seeds != 1:
+        raise ValueError("Brax's APG trainer runs one seed per call; drop --seeds.")
     from brax import envs
     from brax.training.agents.apg import train as brax_apg
 
@@ -205,13 +227,14 @@ def _brax_apg(env_id: str, n_timesteps: int) -> dict[str, float]:
 
 
 class Peer(NamedTuple):
-    """A peer's implementation of an agent: ``trial(env_id, n_timesteps)`` times it once;
+    """A peer's implementation of an agent: ``trial(env_id, n_timesteps, seeds, **overrides)``
+    times it once;
     ``overrides`` are Ajax settings that match the peer's networks and schedule where its
     defaults differ (Ajax is timed again with them); ``task`` (environment id and parameters)
     and ``n_timesteps`` replace the bench's for both, where the peer cannot run the bench task
     or its timing needs a longer run."""
 
-    trial: Callable[[str, int], dict[str, float]]
+    trial: Callable[..., dict[str, float]]
     overrides: dict | None = None
     task: tuple[str, dict | None] | None = None
     n_timesteps: int = N_TIMESTEPS
@@ -299,10 +322,16 @@ PEERS: dict[str, dict[str, Peer]] = {
 }
 
 
-def time_peer(peer: str, agent_name: str) -> dict[str, float]:
+#: The agents that keep a replay buffer (``--rejax-buffers`` sizes theirs).
+REPLAY_AGENTS = ("DQN", "SAC", "TD3")
+
+
+def time_peer(
+    peer: str, agent_name: str, n_timesteps: int, seeds: int, buffers: dict
+) -> dict[str, float]:
     entry = PEERS[peer][agent_name]
     env_id = (entry.task or TASKS[agent_name])[0]
-    return entry.trial(env_id, entry.n_timesteps)
+    return entry.trial(env_id, n_timesteps, seeds, **buffers)
 
 
 def alternating_medians(
@@ -359,10 +388,38 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="hyperparameters over the bench task's (Python literals), e.g. learning_starts=10_000",
     )
+    parser.add_argument("--seeds", type=int, default=1, help="seeds per run, on both sides")
+    parser.add_argument(
+        "--rejax-buffers",
+        action="store_true",
+        help=f"replay agents keep rejax's default buffer ({REJAX_BUFFER:,}) on both sides",
+    )
+    parser.add_argument(
+        "--goals",
+        action="store_true",
+        help="the goals against rejax: its agents at their goal budgets, rejax's buffers",
+    )
     args = parser.parse_args(argv)
     overrides = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in args.set)}
-    if args.record_baseline and (overrides or args.n_timesteps != N_TIMESTEPS):
-        parser.error("--record-baseline records the protocol alone: drop --set and --n-timesteps")
+    measurement = bool(
+        overrides
+        or args.n_timesteps != N_TIMESTEPS
+        or args.seeds != 1
+        or args.goals
+        or args.rejax_buffers
+    )
+    if args.record_baseline and measurement:
+        parser.error(
+            "--record-baseline records the protocol alone: drop --set, --n-timesteps, "
+            "--seeds, --rejax-buffers and --goals"
+        )
+    if args.goals:
+        args.peer, args.rejax_buffers = "rejax", True
+        if args.agents == sorted(TASKS):
+            args.agents = list(GOAL_BUDGETS)
+        unknown = set(args.agents) - set(GOAL_BUDGETS)
+        if unknown:
+            parser.error(f"--goals covers {', '.join(GOAL_BUDGETS)}; not {', '.join(unknown)}")
 
     machine = {
         "date": time.strftime("%Y-%m-%d"),
@@ -372,45 +429,68 @@ def main(argv: list[str] | None = None) -> int:
         "jax": jax.__version__,
         "backend": jax.default_backend(),
     }
-    protocol = {"n_envs": N_ENVS, "trials": args.trials, "seeds": 1}
+    protocol = {"n_envs": N_ENVS, "trials": args.trials, "seeds": args.seeds}
     protocol["log_frequency"] = args.log_frequency
     protocol["overrides"] = overrides
+    protocol["rejax_buffers"] = args.rejax_buffers
+    protocol["goals"] = args.goals
     baseline = read_baseline(args.baseline)
     rows, regressions = [], []
     header = f"{'agent':<8}{'impl':<14}{'task':<14}{'exec steps/s':>14}{'whole steps/s':>15}"
     print(header + f"{'compile s':>11}{'vs baseline':>13}")
     for name in args.agents:
+        budget = GOAL_BUDGETS[name] if args.goals else args.n_timesteps
+        buffers = {}
+        if args.rejax_buffers and name in REPLAY_AGENTS:
+            buffers = {"buffer_size": REJAX_BUFFER}
         implementations = [
             (
                 "ajax",
-                lambda n=name: time_ajax(
-                    n, overrides, log_frequency=args.log_frequency, n_timesteps=args.n_timesteps
+                lambda n=name, b=budget, bu=buffers: time_ajax(
+                    n,
+                    overrides | bu,
+                    log_frequency=args.log_frequency,
+                    n_timesteps=b,
+                    seeds=args.seeds,
                 ),
             )
         ]
         if args.peer and name in PEERS[args.peer]:
             entry = PEERS[args.peer][name]
-            if entry.overrides or entry.task or entry.n_timesteps != N_TIMESTEPS:
+            peer_budget = budget if args.goals else entry.n_timesteps
+            if entry.overrides or entry.task or buffers or peer_budget != budget:
                 implementations.append(
                     (
                         "ajax-as-peer",
-                        lambda n=name, e=entry: time_ajax(
-                            n, e.overrides, task=e.task, n_timesteps=e.n_timesteps
+                        lambda n=name, e=entry, b=peer_budget, bu=buffers: time_ajax(
+                            n,
+                            (e.overrides or {}) | bu,
+                            task=e.task,
+                            n_timesteps=b,
+                            seeds=args.seeds,
                         ),
                     )
                 )
-            implementations.append((args.peer, lambda n=name: time_peer(args.peer, n)))
+            implementations.append(
+                (
+                    args.peer,
+                    lambda n=name, b=peer_budget, bu=buffers: time_peer(
+                        args.peer, n, b, args.seeds, bu
+                    ),
+                )
+            )
         figures = alternating_medians(implementations, args.trials)
         for implementation, stats in figures.items():
-            task, budget = TASKS[name][0], args.n_timesteps
+            task = TASKS[name][0]
+            row_budget = budget
             if implementation != "ajax":
                 entry = PEERS[args.peer][name]
-                task, budget = (entry.task or TASKS[name])[0], entry.n_timesteps
+                task, row_budget = (entry.task or TASKS[name])[0], peer_budget
             row = {"agent": name, "implementation": implementation, "task": task}
-            row |= stats | protocol | machine | {"n_timesteps": budget}
+            row |= stats | protocol | machine | {"n_timesteps": row_budget}
             rows.append(row)
             change = ""
-            if implementation == "ajax" and name in baseline:
+            if implementation == "ajax" and name in baseline and not measurement:
                 ratio = stats["execution_sps"] / baseline[name]["execution_sps"] - 1
                 change = f"{ratio:+.1%}"
                 if ratio < -REGRESSION:
@@ -421,10 +501,21 @@ def main(argv: list[str] | None = None) -> int:
                 f"{stats['compile_s']:>11.2f}{change:>13}"
             )
         if args.peer in figures:
-            ours = figures.get("ajax-as-peer", figures["ajax"])
+            ours, theirs = figures.get("ajax-as-peer", figures["ajax"]), figures[args.peer]
             for key in ("execution_sps", "whole_run_sps"):
-                ratio = ours[key] / figures[args.peer][key]
+                ratio = ours[key] / theirs[key]
                 print(f"  {name} ajax/{args.peer} {key.replace('_sps', '')}: {ratio:.2f}x")
+            if args.goals:
+                for what, ratio, goal in (
+                    (
+                        "execution time",
+                        theirs["execution_sps"] / ours["execution_sps"],
+                        GOAL_EXECUTION,
+                    ),
+                    ("compile time", ours["compile_s"] / theirs["compile_s"], GOAL_COMPILE),
+                ):
+                    verdict = "met" if ratio <= goal else "NOT met"
+                    print(f"  {name} {what} ajax/rejax {ratio:.2f} (goal <= {goal:.2f}): {verdict}")
     args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(f"wrote {args.out}")
     if args.record_baseline:

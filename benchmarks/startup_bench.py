@@ -3,7 +3,10 @@ list the ids: each case run in its own interpreter, trials alternating between c
 medians reported.
 
     JAX_PLATFORMS=cpu python benchmarks/startup_bench.py --trials 5 \\
-        --out benchmarks/startup.jsonl
+        --out benchmarks/startup.jsonl [--label NAME]
+
+It times the ``ajax`` that Python imports: put another commit's ``src`` on ``PYTHONPATH`` (and
+name it with ``--label``) to time that one.
 
 The time is the interpreter's whole wall time, start-up included, as a user at a shell sees
 it. The compile cache is left alone: nothing here compiles.
@@ -52,6 +55,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--out", default=None, help="JSON-lines file to append the rows to")
+    parser.add_argument(
+        "--label", default="working tree", help="what is timed (a commit on PYTHONPATH, say)"
+    )
     args = parser.parse_args()
     times: dict[str, list[float]] = {case: [] for case in CASES}
     for _ in range(args.trials):
@@ -61,6 +67,7 @@ def main() -> None:
     for case, trials in times.items():
         emit(
             {
+                "label": args.label,
                 "case": case,
                 "median_s": round(statistics.median(trials), 3),
                 "trials_s": [round(t, 3) for t in trials],

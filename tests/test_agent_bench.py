@@ -85,3 +85,36 @@ def test_peer_trials_alternate(bench):
     )
     assert order == ["ajax", "rejax"] * 3
     assert medians == {"ajax": {"execution_sps": 3.0}, "rejax": {"execution_sps": 40.0}}
+
+
+def test_goals_match_both_sides_and_judge_the_ratios(bench, monkeypatch, tmp_path, capsys):
+    calls = []
+
+    def ajax_trial(name, overrides=None, **protocol):
+        calls.append(("ajax", name, overrides, protocol["n_timesteps"], protocol["seeds"]))
+        return {"steps": 1, "execution_sps": 300.0, "whole_run_sps": 1.0, "compile_s": 2.0}
+
+    def peer_trial(peer, name, n_timesteps, seeds, buffers):
+        calls.append((peer, name, buffers, n_timesteps, seeds))
+        return {"steps": 1, "execution_sps": 100.0, "whole_run_sps": 1.0, "compile_s": 1.0}
+
+    monkeypatch.setattr(bench, "time_ajax", ajax_trial)
+    monkeypatch.setattr(bench, "time_peer", peer_trial)
+    out = tmp_path / "out.jsonl"
+    assert (
+        bench.main(
+            ["--goals", "--agents", "DQN", "--seeds", "8", "--trials", "1", "--out", str(out)]
+        )
+        == 0
+    )
+    buffer = {"buffer_size": bench.REJAX_BUFFER}
+    as_peer = [c for c in calls if c[0] == "ajax" and c[2] != buffer]
+    assert ("rejax", "DQN", buffer, 10_000, 8) in calls
+    assert ("ajax", "DQN", buffer, 10_000, 8) in calls
+    # The run matched to rejax's networks keeps rejax's buffer too.
+    assert [c[2]["buffer_size"] for c in as_peer] == [bench.REJAX_BUFFER]
+    printed = capsys.readouterr().out
+    assert "DQN execution time ajax/rejax 0.33 (goal <= 0.67): met" in printed
+    assert "DQN compile time ajax/rejax 2.00 (goal <= 1.00): NOT met" in printed
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["seeds"] for r in rows} == {8} and all(r["goals"] for r in rows)

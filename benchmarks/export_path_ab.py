@@ -1,0 +1,145 @@
+"""Does running a segment through ``jax.export`` change its speed? The same agent's segment
+program compiled both ways in one process, direct (``jax.jit`` of the vmapped segment, as
+before the program cache) and exported (as ``train`` runs it now), each executed on a fresh
+initial state in turn, the order alternating round by round. With ``--via-train``, whole
+agent_bench trials instead (``train`` with its lowering switched between the two paths),
+execution steps/s as the bench reads them.
+
+    JAX_PLATFORMS=cpu python benchmarks/export_path_ab.py --agents DQN AVG --rounds 8 \\
+        [--via-train] [--out benchmarks/export_path_ab.jsonl]
+
+Uses agent_bench's protocol: 4 copies, 8,000 steps, one seed, the compile cache off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from datetime import UTC, datetime
+
+os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
+
+import jax
+import jax.numpy as jnp
+from agent_bench import N_ENVS, N_TIMESTEPS, TASKS, time_ajax
+from records import emit
+
+import ajax
+from ajax import loop
+from ajax.envs.core import SEED_AXIS
+
+
+def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate):
+    """``loop.lower_run`` as it was before the program cache: ``jax.jit`` of the programs."""
+    train_env = agent.env_copies(agent.n_envs)
+    eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
+    init = loop.init_program(agent, train_env, plan.n_iterations)
+    keys = loop.seed_keys(seeds)
+    eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+    segment = jax.jit(
+        jax.vmap(
+            loop._segment_program(agent, train_env, eval_env),
+            in_axes=(0, 0, None, None),
+            axis_name=SEED_AXIS,
+        ),
+        donate_argnums=0,
+    )
+    return loop.RunPrograms(
+        keys,
+        eval_keys,
+        init.lower(keys),
+        segment.lower(jax.eval_shape(init, keys), eval_keys, jnp.int32(0), jnp.int32(0)),
+    )
+
+
+def via_train(name: str, rounds: int) -> dict[str, list[float]]:
+    """Execution steps/s of agent_bench trials, the lowering alternating between paths."""
+    paths = {"direct": direct_lower_run, "exported": loop.lower_run}
+    figures: dict[str, list[float]] = {side: [] for side in paths}
+    for round_ in range(rounds):
+        for side in list(paths) if round_ % 2 == 0 else list(reversed(paths)):
+            loop.lower_run = paths[side]
+            try:
+                figures[side].append(time_ajax(name)["execution_sps"])
+            finally:
+                loop.lower_run = paths["exported"]
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", nargs="+", default=["DQN", "AVG"], choices=sorted(TASKS))
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--via-train", action="store_true", help="time whole bench trials")
+    parser.add_argument("--out", default=None, help="JSON-lines file to append the rows to")
+    args = parser.parse_args()
+    for name in args.agents:
+        if args.via_train:
+            figures = via_train(name, args.rounds)
+            medians = {side: statistics.median(f) for side, f in figures.items()}
+            emit(
+                {
+                    "agent": name,
+                    "date": datetime.now(UTC).date().isoformat(),
+                    "via": "train",
+                    "direct_execution_sps": round(medians["direct"], 1),
+                    "exported_execution_sps": round(medians["exported"], 1),
+                    "change": round(medians["exported"] / medians["direct"] - 1, 4),
+                    "direct_trials": [round(f, 1) for f in figures["direct"]],
+                    "exported_trials": [round(f, 1) for f in figures["exported"]],
+                },
+                args.out,
+            )
+            continue
+        env_id, hyperparameters = TASKS[name]
+        agent = ajax.AGENTS[name](env_id=env_id, n_envs=N_ENVS, **hyperparameters)
+        plan = loop.plan_run(agent, N_TIMESTEPS, None)
+        programs = loop.lower_run(agent, [0], plan, 10, False)
+        init = programs.init.compile()
+        train_env = agent.env_copies(agent.n_envs)
+        shape = jax.eval_shape(
+            loop.init_program(agent, train_env, plan.n_iterations), programs.keys
+        )
+        direct = jax.jit(
+            jax.vmap(
+                loop._segment_program(agent, train_env, None),
+                in_axes=(0, 0, None, None),
+                axis_name=SEED_AXIS,
+            ),
+            donate_argnums=0,
+        )
+        compiled = {
+            "direct": direct.lower(shape, programs.eval_keys, jnp.int32(0), jnp.int32(0)).compile(),
+            "exported": programs.segment.compile(),
+        }
+        times: dict[str, list[float]] = {side: [] for side in compiled}
+        for round_ in range(args.rounds):
+            order = list(compiled) if round_ % 2 == 0 else list(reversed(compiled))
+            for side in order:
+                state = jax.block_until_ready(init(programs.keys))
+                started = time.perf_counter()
+                jax.block_until_ready(
+                    compiled[side](
+                        state, programs.eval_keys, jnp.int32(0), jnp.int32(plan.n_iterations)
+                    )
+                )
+                times[side].append(time.perf_counter() - started)
+        medians = {side: statistics.median(t) for side, t in times.items()}
+        emit(
+            {
+                "agent": name,
+                "date": datetime.now(UTC).date().isoformat(),
+                "direct_median_s": round(medians["direct"], 4),
+                "exported_median_s": round(medians["exported"], 4),
+                "exported_over_direct": round(medians["exported"] / medians["direct"], 4),
+                "direct_s": [round(t, 4) for t in times["direct"]],
+                "exported_s": [round(t, 4) for t in times["exported"]],
+            },
+            args.out,
+        )
+
+
+if __name__ == "__main__":
+    main()
