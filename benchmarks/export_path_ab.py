@@ -98,20 +98,8 @@ def main() -> None:
         plan = loop.plan_run(agent, N_TIMESTEPS, None)
         programs = loop.lower_run(agent, [0], plan, 10, False)
         init = programs.init.compile()
-        train_env = agent.env_copies(agent.n_envs)
-        shape = jax.eval_shape(
-            loop.init_program(agent, train_env, plan.n_iterations), programs.keys
-        )
-        direct = jax.jit(
-            jax.vmap(
-                loop._segment_program(agent, train_env, None),
-                in_axes=(0, 0, None, None),
-                axis_name=SEED_AXIS,
-            ),
-            donate_argnums=0,
-        )
         compiled = {
-            "direct": direct.lower(shape, programs.eval_keys, jnp.int32(0), jnp.int32(0)).compile(),
+            "direct": direct_lower_run(agent, [0], plan, 10, False).segment.compile(),
             "exported": programs.segment.compile(),
         }
         times: dict[str, list[float]] = {side: [] for side in compiled}

@@ -1,5 +1,7 @@
 """Results: evaluate, act, save and load."""
 
+import json
+
 import gymnax
 import numpy as np
 import pytest
@@ -88,3 +90,29 @@ def test_a_run_on_an_unregistered_environment_is_refused_by_save(tmp_path):
     with pytest.raises(ValueError, match="'MyCartPole' is not one"):
         result.save(tmp_path / "mine")
     assert not (tmp_path / "mine").exists()
+
+
+def test_a_save_names_its_version_and_an_incompatible_one_is_refused_naming_both(
+    small_result, tmp_path
+):
+    saved = small_result.save(tmp_path / "saved")
+    meta = json.loads((saved / "result.json").read_text())
+    assert meta["ajax_version"] == ajax.__version__ and meta["format"] == 2
+
+    newer = dict(meta, format=3, ajax_version="9.0.0")
+    (saved / "result.json").write_text(json.dumps(newer))
+    with pytest.raises(
+        ValueError, match=r"saved by Ajax 9\.0\.0 in result format 3.*reads formats 1, 2"
+    ):
+        ajax.load(saved)
+
+    # A state written by a version whose networks differ does not fit this one's.
+    other = dict(
+        meta, ajax_version="0.0.9", hyperparameters=meta["hyperparameters"] | {"hidden_sizes": [8]}
+    )
+    (saved / "result.json").write_text(json.dumps(other))
+    with pytest.raises(
+        ValueError,
+        match=rf"saved by Ajax 0\.0\.9 and does not fit this Ajax \({ajax.__version__}\)",
+    ):
+        ajax.load(saved)

@@ -7,6 +7,7 @@ Importing ajax points JAX's persistent compile cache at ``~/.cache/ajax/jax_comp
 """
 
 from ajax import _compile_cache
+from ajax._version import __version__
 
 _compile_cache.configure()
 
@@ -33,8 +34,8 @@ __all__ = [
     "RunHungError",
     "TrainResult",
     "Watchdog",
+    "__version__",
     "evaluate",
     "load",
     "make_env",
 ]
-__version__ = "0.1.0"

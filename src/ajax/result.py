@@ -13,12 +13,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ajax._version import __version__
 from ajax.acting import reset_carry
 from ajax.envs.core import SEED_AXIS
 from ajax.envs.registry import is_registered
 
 _STATE_FILE = "state.msgpack"
 _META_FILE = "result.json"
+#: The layout ``save`` writes: 2 records the Ajax version that wrote it (1 did not).
+FORMAT = 2
+#: The layouts ``load`` reads.
+READABLE_FORMATS = (1, 2)
 
 
 @dataclass
@@ -141,7 +146,8 @@ class TrainResult:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         meta = {
-            "format": 1,
+            "format": FORMAT,
+            "ajax_version": __version__,
             "agent": self.agent.name,
             "env_id": self.agent.env.env_id,
             "env_params": self.agent.env_params,
@@ -169,20 +175,43 @@ def load(path: str | Path) -> TrainResult:
     if not meta_file.exists():
         raise FileNotFoundError(f"{path} holds no saved Ajax result (no {_META_FILE}).")
     meta = json.loads(meta_file.read_text())
-    hyperparameters = {
-        k: tuple(v) if isinstance(v, list) else v for k, v in meta["hyperparameters"].items()
-    }
-    agent = AGENTS[meta["agent"]](
-        env_id=meta["env_id"],
-        n_envs=meta["n_envs"],
-        env_params=meta["env_params"],
-        **hyperparameters,
-    )
-    env = agent.env_copies(agent.n_envs)
-    keys = jax.ShapeDtypeStruct((len(meta["seeds"]), 2), jnp.uint32)
-    template = jax.eval_shape(jax.vmap(lambda k: agent.init(k, env, 1)), keys)
-    template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
-    state = flax.serialization.from_bytes(template, (path / _STATE_FILE).read_bytes())
+    written_by = meta.get("ajax_version", "0.1.0 or earlier")
+    readable = ", ".join(str(f) for f in READABLE_FORMATS)
+    if meta.get("format") not in READABLE_FORMATS:
+        raise ValueError(
+            f"{path} was saved by Ajax {written_by} in result format {meta.get('format')}; "
+            f"this Ajax ({__version__}) reads formats {readable}. Load it with Ajax "
+            f"{written_by}, or save it again from a run of this version."
+        )
+    try:
+        hyperparameters = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in meta["hyperparameters"].items()
+        }
+        agent = AGENTS[meta["agent"]](
+            env_id=meta["env_id"],
+            n_envs=meta["n_envs"],
+            env_params=meta["env_params"],
+            **hyperparameters,
+        )
+        env = agent.env_copies(agent.n_envs)
+        keys = jax.ShapeDtypeStruct((len(meta["seeds"]), 2), jnp.uint32)
+        template = jax.eval_shape(jax.vmap(lambda k: agent.init(k, env, 1)), keys)
+        template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
+        state = flax.serialization.from_bytes(template, (path / _STATE_FILE).read_bytes())
+        # from_bytes fills the template's structure without checking the arrays' shapes.
+        for (where, want), got in zip(
+            jax.tree_util.tree_leaves_with_path(template), jax.tree.leaves(state), strict=True
+        ):
+            if np.shape(got) != want.shape:
+                raise ValueError(
+                    f"the saved {jax.tree_util.keystr(where)} has shape {np.shape(got)}, "
+                    f"where this agent's has {want.shape}"
+                )
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(
+            f"{path} was saved by Ajax {written_by} and does not fit this Ajax "
+            f"({__version__}): {type(error).__name__}: {error}. Load it with Ajax {written_by}."
+        ) from error
     return TrainResult(
         agent=agent,
         state=jax.tree.map(jnp.asarray, state),
