@@ -91,3 +91,52 @@ def test_tensorboard_and_wandb_offline_sinks(tiny_agent, tmp_path, monkeypatch):
     assert [step for step, _ in scalars["episode_return"]] == [64, 128]
     wandb_runs = list((tmp_path / "sinks" / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(wandb_runs) == 1 and wandb_runs[0].stat().st_size > 0
+
+
+def test_an_unwritable_log_dir_fails_before_anything_compiles(tmp_path, monkeypatch):
+    from ajax import loop
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("the run compiled before finding its log directory unwritable")
+
+    monkeypatch.setattr(loop, "lower_run", no_compile)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    config = LoggingConfig(log_frequency=64, log_dir=blocker, run_name="run")
+    with pytest.raises(OSError, match=r"Cannot write logs to .*a-file/run .*log_dir you can write"):
+        PPO(env_id="CartPole-v1", n_envs=2, n_steps=16).train(
+            n_timesteps=128, logging_config=config
+        )
+
+
+def test_a_sink_failing_mid_run_stops_it_and_loses_no_row(tmp_path, monkeypatch):
+    """The CSV sink fails from the third row on (a full disk, say): the run stops with an
+    error naming the directory and a fallback file, and every row produced is either in
+    metrics.jsonl or in that file."""
+    from ajax.logging import sinks
+    from ajax.logging.writer import LogWriterError
+
+    written = []
+    original = sinks.CSVSink.write
+
+    def full_disk(self, row):
+        if len(written) >= 2:
+            raise OSError(28, "No space left on device")
+        written.append(row)
+        original(self, row)
+
+    monkeypatch.setattr(sinks.CSVSink, "write", full_disk)
+    config = LoggingConfig(log_frequency=128, log_dir=tmp_path, run_name="full")
+    with pytest.raises(LogWriterError, match="No space left on device") as raised:
+        PPO(env_id="CartPole-v1", n_envs=2, n_steps=16).train(
+            seed=[0, 1], n_timesteps=1024, logging_config=config
+        )
+    fallback = raised.value.fallback
+    assert fallback is not None and str(fallback) in str(raised.value)
+    kept = [json.loads(line) for line in fallback.read_text().splitlines()]
+    logged = [
+        json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert kept[0]["timestep"] == 128 * 2 and {r["seed"] for r in kept} == {0, 1}
+    steps = sorted({r["timestep"] for r in logged + kept})
+    assert steps == list(range(128, steps[-1] + 1, 128)) and len(steps) >= 3

@@ -281,13 +281,6 @@ def train(
     watchdog = watchdog or Watchdog()
     plan = plan_run(agent, n_timesteps, logging_config)
 
-    start = time.perf_counter()
-    programs = lower_run(agent, seeds, plan, num_episode_test, logging_config is not None)
-    init_compiled = programs.init.compile()
-    segment = programs.segment.compile()
-    keys, eval_keys = programs.keys, programs.eval_keys
-    compile_s = time.perf_counter() - start
-
     run_config = {
         "agent": agent.name,
         "env_id": agent.env_id,
@@ -301,6 +294,7 @@ def train(
     }
     writer = None
     if logging_config is not None:
+        # Before compiling: a log directory that cannot be written fails the run at once.
         directory = run_directory(logging_config, f"{agent.name}_{agent.env_id.replace('/', '-')}")
         writer = LogWriter(logging_config, directory, run_config | {"log_dir": str(directory)})
 
@@ -318,6 +312,7 @@ def train(
                     for i, s in enumerate(seeds)
                 ]
             )
+            writer.check()  # a sink that has failed stops the run; its rows are kept
         if progress is not None:
             with warnings.catch_warnings():
                 # A metric with no value yet (every seed NaN) is reported as NaN.
@@ -338,8 +333,15 @@ def train(
         durations.append(time.perf_counter() - started)
         return result
 
-    run_start = time.perf_counter()
     try:
+        start = time.perf_counter()
+        programs = lower_run(agent, seeds, plan, num_episode_test, logging_config is not None)
+        init_compiled = programs.init.compile()
+        segment = programs.segment.compile()
+        keys, eval_keys = programs.keys, programs.eval_keys
+        compile_s = time.perf_counter() - start
+
+        run_start = time.perf_counter()
         state = watched(init_compiled, (keys,), "the seeds' initialisation", [])
         iterations_done = 0
         durations: list[float] = []
@@ -362,7 +364,8 @@ def train(
             record(last, outputs)
     finally:
         # On normal end, on an error and on Ctrl-C alike, every row recorded so far is
-        # written before the writer closes.
+        # written (to the log directory, or a fallback file if that failed) before the
+        # writer closes.
         if writer is not None:
             writer.close()
     run_s = time.perf_counter() - run_start

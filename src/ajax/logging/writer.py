@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import queue
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -46,39 +47,97 @@ def make_sinks(config: LoggingConfig, directory: Path, run_config: dict) -> list
     return sinks
 
 
+class LogWriterError(RuntimeError):
+    """Writing the logs failed; the rows that were not written are in ``fallback``."""
+
+    def __init__(self, message: str, fallback: Path | None):
+        super().__init__(message)
+        self.fallback = fallback
+
+
+def _write_fallback(directory: Path, rows: list[Row]) -> Path:
+    """Writes ``rows`` that could not go to ``directory`` to a fresh JSON-lines file under the
+    system's temporary directory (most likely another file system); returns its path."""
+    root = Path(tempfile.gettempdir()) / "ajax-unwritten-rows"
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        "w", dir=root, prefix=f"{directory.name}-", suffix=".jsonl", delete=False
+    ) as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    return Path(f.name)
+
+
 class LogWriter:
     """Writes rows to every sink from a background thread.
 
-    ``close`` drains the queue and closes the sinks; the run calls it on normal end, on an
-    exception and on Ctrl-C, so every row produced before a failure is on disk.
+    The directory is created and ``config.json`` written when the writer is built, which the
+    run does before compiling: a log directory that cannot be written fails the run at once.
+    If a sink fails later (a full disk, say), that batch and every later one are kept in
+    memory, :meth:`check` raises in the training loop at the next segment, and ``close``
+    writes the kept rows to a fallback file, named in the error. ``close`` drains the queue
+    and closes the sinks; the run calls it on normal end, on an exception and on Ctrl-C, so
+    every row produced before a failure is on disk, in the log directory or the fallback.
     """
 
     def __init__(self, config: LoggingConfig, directory: Path, run_config: dict[str, Any]):
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "config.json").write_text(json.dumps(run_config, indent=2, default=str))
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / "config.json").write_text(json.dumps(run_config, indent=2, default=str))
+        except OSError as error:
+            raise OSError(
+                f"Cannot write logs to {directory} ({error}). Give LoggingConfig a log_dir "
+                "you can write to."
+            ) from error
         self.directory = directory
         self._sinks = make_sinks(config, directory, run_config)
         self._queue: queue.Queue = queue.Queue()
         self._error: BaseException | None = None
+        self._unwritten: list[Row] = []
+        self._closed = False
         self._thread = threading.Thread(target=self._work, name="ajax-log-writer", daemon=True)
         self._thread.start()
 
     def _work(self) -> None:
         while (rows := self._queue.get()) is not _STOP:
+            if self._error is not None:
+                self._unwritten.extend(rows)
+                continue
             try:
                 for row in rows:
                     for sink in self._sinks:
                         sink.write(row)
-            except BaseException as error:  # keep draining; reported by close()
+            except BaseException as error:  # kept, with the rows; raised by check() and close()
                 self._error = error
+                self._unwritten.extend(rows)
 
     def write(self, rows: list[Row]) -> None:
         self._queue.put(rows)
 
+    def check(self) -> None:
+        """Raises (closing the writer) if a sink has failed."""
+        if self._error is not None:
+            self.close()
+
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self._queue.put(_STOP)
         self._thread.join()
         for sink in self._sinks:
-            sink.close()
-        if self._error is not None:
-            raise RuntimeError(f"writing logs to {self.directory} failed") from self._error
+            try:
+                sink.close()
+            except OSError as error:
+                self._error = self._error or error
+        if self._error is None:
+            return
+        fallback = _write_fallback(self.directory, self._unwritten) if self._unwritten else None
+        kept = (
+            f"; the {len(self._unwritten)} rows not written are in {fallback}" if fallback else ""
+        )
+        raise LogWriterError(
+            f"Writing logs to {self.directory} failed ({type(self._error).__name__}: "
+            f"{self._error}){kept}.",
+            fallback,
+        ) from self._error
