@@ -140,3 +140,50 @@ def test_a_sink_failing_mid_run_stops_it_and_loses_no_row(tmp_path, monkeypatch)
     assert kept[0]["timestep"] == 128 * 2 and {r["seed"] for r in kept} == {0, 1}
     steps = sorted({r["timestep"] for r in logged + kept})
     assert steps == list(range(128, steps[-1] + 1, 128)) and len(steps) >= 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame, shown", [("SIGTERM", "SIGTERM"), ("SIGINT", "Ctrl-C")])
+def test_a_signal_stops_a_run_with_every_recorded_row_written(tmp_path, signame, shown):
+    """A run in a fresh process gets SIGTERM (or Ctrl-C's SIGINT) once it has recorded two
+    segments: it exits with RunInterrupted naming the run directory, and every row it
+    recorded is on disk."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import sys, ajax\n"
+        f"config = ajax.LoggingConfig(log_frequency=64, log_dir={str(tmp_path)!r}, run_name='r')\n"
+        "def progress(done, total, means):\n"
+        "    print('recorded', done, flush=True)\n"
+        "try:\n"
+        "    ajax.PPO(env_id='CartPole-v1', n_envs=2, n_steps=16).train(seed=[0, 1],\n"
+        "        n_timesteps=2_000_000, logging_config=config, progress=progress)\n"
+        "except ajax.RunInterrupted as stopped:\n"
+        "    print('stopped:', stopped, flush=True)\n"
+        "    sys.exit(130)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "AJAX_NO_COMPILE_CACHE": "1"},
+    )
+    recorded = []
+    deadline = time.monotonic() + 240
+    while len(recorded) < 2 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("recorded"):
+            recorded.append(int(line.split()[1]))
+    proc.send_signal(getattr(signal, signame))
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=120) == 130
+    recorded += [int(line.split()[1]) for line in rest.splitlines() if line.startswith("recorded")]
+    assert f"stopped: The run was interrupted ({shown})" in rest and str(tmp_path / "r") in rest
+    rows = [
+        json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert sorted({r["timestep"] for r in rows}) == recorded
+    assert len(rows) == 2 * len(recorded)

@@ -14,6 +14,7 @@ _compile_cache.configure()
 from ajax.agents import AGENTS, APG, APO, ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, UDRL  # noqa: E402
 from ajax.envs import make_env  # noqa: E402
 from ajax.logging import LoggingConfig  # noqa: E402
+from ajax.loop import RunInterrupted  # noqa: E402
 from ajax.result import TrainResult, evaluate, load  # noqa: E402
 from ajax.watchdog import RunHungError, Watchdog  # noqa: E402
 
@@ -32,6 +33,7 @@ __all__ = [
     "UDRL",
     "LoggingConfig",
     "RunHungError",
+    "RunInterrupted",
     "TrainResult",
     "Watchdog",
     "__version__",

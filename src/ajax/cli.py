@@ -86,7 +86,7 @@ def _env_params(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def _train(argv: Sequence[str]) -> int:
-    from ajax import AGENTS, LoggingConfig, RunHungError, Watchdog
+    from ajax import AGENTS, LoggingConfig, RunHungError, RunInterrupted, Watchdog
     from ajax.plotting import plot_learning_curve
 
     name = next((a for a in argv if not a.startswith("-")), None)
@@ -168,6 +168,9 @@ def _train(argv: Sequence[str]) -> int:
         except (ValueError, RunHungError) as error:
             console.print(f"[red]{error}[/red]")
             return 2
+        except RunInterrupted as interrupted:
+            console.print(f"[yellow]{interrupted}[/yellow]")
+            return 130
 
     run_dir = Path(result.log_dir)
     result.save(run_dir / "result")

@@ -13,10 +13,13 @@ in, so a logged run is served by the compile cache like any other.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import signal
+import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -248,6 +251,30 @@ def lower_run(
     )
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM stopped a run. Every row it logged was written first; the
+    message says how far it got and where the rows are. A ``KeyboardInterrupt``, so code
+    that catches Ctrl-C catches it too."""
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Within the block, SIGTERM (a scheduler's pre-emption, ``kill``) interrupts the main
+    thread as Ctrl-C does, so that the run's cleanup runs; elsewhere it is left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def train(
     agent: Any,
     seed: int | Sequence[int] = 0,
@@ -333,41 +360,51 @@ def train(
         durations.append(time.perf_counter() - started)
         return result
 
-    try:
-        start = time.perf_counter()
-        programs = lower_run(agent, seeds, plan, num_episode_test, logging_config is not None)
-        init_compiled = programs.init.compile()
-        segment = programs.segment.compile()
-        keys, eval_keys = programs.keys, programs.eval_keys
-        compile_s = time.perf_counter() - start
+    done = 0
+    with _sigterm_interrupts():
+        try:
+            start = time.perf_counter()
+            programs = lower_run(agent, seeds, plan, num_episode_test, logging_config is not None)
+            init_compiled = programs.init.compile()
+            segment = programs.segment.compile()
+            keys, eval_keys = programs.keys, programs.eval_keys
+            compile_s = time.perf_counter() - start
 
-        run_start = time.perf_counter()
-        state = watched(init_compiled, (keys,), "the seeds' initialisation", [])
-        iterations_done = 0
-        durations: list[float] = []
-        for index, length in enumerate(plan.segment_lengths):
-            segment_keys = jax.vmap(lambda k, i=index: jax.random.fold_in(k, i))(eval_keys)
-            first = iterations_done * plan.steps_per_iteration
-            last = (iterations_done + length) * plan.steps_per_iteration
-            where = f"segment {index + 1} of {len(plan.segment_lengths)}"
-            state, outputs = watched(
-                segment,
-                (state, segment_keys, jnp.int32(iterations_done), jnp.int32(length)),
-                f"{where} (timesteps {first} to {last})",
-                durations,
-            )
-            iterations_done += length
-            # One segment in flight at a time: its few scalars are fetched before the next is
-            # dispatched (the rows are written by the writer thread). Overlapping segments
-            # gained nothing measurable on a CPU, and with both queued on XLA's CPU thread
-            # pool a run was once seen to stall on a 2-core machine.
-            record(last, outputs)
-    finally:
-        # On normal end, on an error and on Ctrl-C alike, every row recorded so far is
-        # written (to the log directory, or a fallback file if that failed) before the
-        # writer closes.
-        if writer is not None:
-            writer.close()
+            run_start = time.perf_counter()
+            state = watched(init_compiled, (keys,), "the seeds' initialisation", [])
+            iterations_done = 0
+            durations: list[float] = []
+            for index, length in enumerate(plan.segment_lengths):
+                segment_keys = jax.vmap(lambda k, i=index: jax.random.fold_in(k, i))(eval_keys)
+                first = iterations_done * plan.steps_per_iteration
+                last = (iterations_done + length) * plan.steps_per_iteration
+                where = f"segment {index + 1} of {len(plan.segment_lengths)}"
+                state, outputs = watched(
+                    segment,
+                    (state, segment_keys, jnp.int32(iterations_done), jnp.int32(length)),
+                    f"{where} (timesteps {first} to {last})",
+                    durations,
+                )
+                iterations_done += length
+                # One segment in flight at a time: its few scalars are fetched before the next is
+                # dispatched (the rows are written by the writer thread). Overlapping segments
+                # gained nothing measurable on a CPU, and with both queued on XLA's CPU thread
+                # pool a run was once seen to stall on a 2-core machine.
+                record(last, outputs)
+                done = last
+        except KeyboardInterrupt as interrupt:
+            where = f"its rows are in {writer.directory}" if writer else "it logged nothing"
+            cause = str(interrupt) or "Ctrl-C"
+            raise RunInterrupted(
+                f"The run was interrupted ({cause}) after {done:,} of {total:,} steps per "
+                f"seed; {where}."
+            ) from None
+        finally:
+            # On normal end, on an error and on Ctrl-C alike, every row recorded so far is
+            # written (to the log directory, or a fallback file if that failed) before the
+            # writer closes.
+            if writer is not None:
+                writer.close()
     run_s = time.perf_counter() - run_start
 
     return TrainResult.from_history(
