@@ -15,10 +15,10 @@ SMALL = {"env_id": "CartPole-v1", "n_envs": 2, "n_steps": 16}
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("AJAX_JAX_COMPILE_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("AJAX_NO_COMPILE_CACHE", raising=False)
-    return tmp_path
+def cache(cache_env):
+    """A private cache root (conftest's ``cache_env``), which the program cache shares."""
+    cache_env.mkdir(parents=True, exist_ok=True)
+    return cache_env
 
 
 @pytest.fixture
