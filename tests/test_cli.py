@@ -50,6 +50,26 @@ def test_train_writes_a_complete_run_directory(tmp_path, capsys):
     assert "final eval return" in out and "run directory" in out
 
 
+def test_train_checkpoints_and_resume_continues_the_run(tmp_path, capsys):
+    """--checkpoint-every saves into the run directory; --resume continues from there, and
+    refuses flags that describe another run."""
+    base = ["PPO", "--env", "CartPole-v1", "--n-envs", "2", "--n-steps", "16"]
+    flags = ["--n-timesteps", "256", "--log-frequency", "64", "--log-dir", str(tmp_path)]
+    assert main(["train", *base, *flags, "--run-name", "ck", "--checkpoint-every", "3"]) == 0
+    run = tmp_path / "ck"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["3"]
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run)]) == 0
+    out = "".join(capsys.readouterr().out.split())  # rich wraps long lines, even in words
+    assert f"Resumingtherunin{run / 'checkpoints'}aftersegment3" in out
+    assert "finalevalreturn" in out
+    assert len((run / "metrics.csv").read_text().splitlines()) == 1 + 4
+    assert main(["train", *base[:-1], "32", "--resume", str(run)]) == 2
+    assert "anotherrun(hyperparameters" in "".join(capsys.readouterr().out.split())
+    assert main(["train", "--resume", str(tmp_path)]) == 2
+    assert "holdsnocompleteAjaxcheckpoint" in "".join(capsys.readouterr().out.split())
+
+
 def test_bad_env_params_fail_with_the_fix(capsys):
     base = ["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "256"]
     assert main([*base, "--env-param", "max_steps_in_episode"]) == 2

@@ -12,9 +12,10 @@ from ajax._version import __version__
 _compile_cache.configure()
 
 from ajax.agents import AGENTS, APG, APO, ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, UDRL  # noqa: E402
+from ajax.checkpoint import CheckpointConfig  # noqa: E402
 from ajax.envs import make_env  # noqa: E402
 from ajax.logging import LoggingConfig  # noqa: E402
-from ajax.loop import RunInterrupted  # noqa: E402
+from ajax.loop import RunInterrupted, resume  # noqa: E402
 from ajax.result import TrainResult, evaluate, load  # noqa: E402
 from ajax.watchdog import RunHungError, Watchdog  # noqa: E402
 
@@ -31,6 +32,7 @@ __all__ = [
     "SAC",
     "TD3",
     "UDRL",
+    "CheckpointConfig",
     "LoggingConfig",
     "RunHungError",
     "RunInterrupted",
@@ -40,4 +42,5 @@ __all__ = [
     "evaluate",
     "load",
     "make_env",
+    "resume",
 ]

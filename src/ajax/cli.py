@@ -37,8 +37,10 @@ def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
         prog="ajax train",
         description="Train an agent over several seeds in one compiled program.",
     )
-    parser.add_argument("agent", help="agent name, e.g. PPO (see `ajax list`)")
-    parser.add_argument("--env", required=True, help="environment id, e.g. CartPole-v1")
+    parser.add_argument(
+        "agent", nargs="?", help="agent name, e.g. PPO (see `ajax list`); not needed with --resume"
+    )
+    parser.add_argument("--env", help="environment id, e.g. CartPole-v1")
     parser.add_argument(
         "--env-param",
         action="append",
@@ -48,7 +50,7 @@ def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--seeds", type=int, default=1, help="number of seeds (0 .. N-1)")
     parser.add_argument("--seed-start", type=int, default=0, help="first seed")
-    parser.add_argument("--n-timesteps", type=int, required=True, help="steps per seed")
+    parser.add_argument("--n-timesteps", type=int, help="steps per seed")
     parser.add_argument("--n-envs", type=int, default=None, help="environment copies per seed")
     parser.add_argument("--log-dir", default="runs", help="where run directories go")
     parser.add_argument("--run-name", default=None, help="run directory name")
@@ -64,6 +66,24 @@ def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
         default=None,
         help="seconds a segment may take, at the least, before the run is declared hung and "
         "stopped (default: ajax.Watchdog's, 600; a segment may also take 20x the median)",
+    )
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="save the whole training state every N evaluations, into the run directory's "
+        "checkpoints/ (default: no checkpoints)",
+    )
+    parser.add_argument(
+        "--checkpoint-keep", type=int, default=2, metavar="K", help="checkpoints kept (default 2)"
+    )
+    parser.add_argument(
+        "--resume",
+        metavar="PATH",
+        default=None,
+        help="continue the run in this run (or checkpoint) directory from its latest "
+        "checkpoint; an agent and flags given with it must be the run's",
     )
     if agent_cls is not None:
         _add_hyperparameter_flags(parser, agent_cls.Config)
@@ -85,48 +105,91 @@ def _env_params(pairs: Sequence[str]) -> dict[str, Any]:
     return params
 
 
-def _train(argv: Sequence[str]) -> int:
-    from ajax import AGENTS, LoggingConfig, RunHungError, RunInterrupted, Watchdog
-    from ajax.plotting import plot_learning_curve
-
-    name = next((a for a in argv if not a.startswith("-")), None)
-    agent_cls = AGENTS.get(name) if name else None
-    args = _train_parser(agent_cls).parse_args(argv)
-    if agent_cls is None:
-        console.print(
-            f"[red]Unknown agent {args.agent!r}.[/red] Agents: {', '.join(sorted(AGENTS))}."
-        )
-        return 2
-    if args.seeds <= 0:
-        console.print(f"[red]--seeds must be a positive number of seeds, got {args.seeds}.[/red]")
-        return 2
-    try:
-        env_params = _env_params(args.env_param)
-    except ValueError as error:
-        console.print(f"[red]{error}[/red]")
-        return 2
+def _agent(args: argparse.Namespace, agent_cls: type) -> Any:
+    """The agent the flags describe."""
     hyperparameters = {
         f.name: (tuple(v) if isinstance(v, list) else v)
         for f in dataclasses.fields(agent_cls.Config)
         if (v := getattr(args, f.name)) is not None
     }
+    if args.env is None:
+        raise ValueError("--env is required: the environment id, e.g. --env CartPole-v1.")
+    return agent_cls(
+        env_id=args.env,
+        n_envs=args.n_envs,
+        env_params=_env_params(args.env_param),
+        **hyperparameters,
+    )
+
+
+def _train(argv: Sequence[str]) -> int:
+    from ajax import (
+        AGENTS,
+        CheckpointConfig,
+        LoggingConfig,
+        RunHungError,
+        RunInterrupted,
+        Watchdog,
+        resume,
+    )
+    from ajax.checkpoint import latest_checkpoint
+    from ajax.plotting import plot_learning_curve
+
+    name = next((a for a in argv if not a.startswith("-")), None)
+    agent_cls = AGENTS.get(name) if name else None
+    args = _train_parser(agent_cls).parse_args(argv)
+    if args.agent is not None and agent_cls is None:
+        console.print(
+            f"[red]Unknown agent {args.agent!r}.[/red] Agents: {', '.join(sorted(AGENTS))}."
+        )
+        return 2
     try:
-        agent = agent_cls(
-            env_id=args.env, n_envs=args.n_envs, env_params=env_params, **hyperparameters
-        )
-        log_frequency = args.log_frequency or max(1, args.n_timesteps // 20)
-        logging_config = LoggingConfig(
-            log_frequency=log_frequency,
-            log_dir=args.log_dir,
-            run_name=args.run_name,
-            tensorboard=args.tensorboard,
-            wandb=args.wandb,
-        )
-    except ValueError as error:
+        watchdog = None if args.hang_floor_s is None else Watchdog(floor_s=args.hang_floor_s)
+        agent = None if agent_cls is None else _agent(args, agent_cls)
+        if args.resume is not None:
+            found = latest_checkpoint(args.resume)
+            seeds = found.meta["run_config"]["seeds"]
+            console.print(f"Resuming the run in {found.directory} after segment {found.step}")
+
+            def run(progress: Any) -> Any:
+                return resume(args.resume, agent=agent, progress=progress, watchdog=watchdog)
+
+        else:
+            if agent is None:
+                raise ValueError("Name an agent (e.g. ajax train PPO ...), or --resume a run.")
+            if args.n_timesteps is None:
+                raise ValueError("--n-timesteps is required: the steps per seed.")
+            if args.seeds <= 0:
+                raise ValueError(f"--seeds must be a positive number of seeds, got {args.seeds}.")
+            logging_config = LoggingConfig(
+                log_frequency=args.log_frequency or max(1, args.n_timesteps // 20),
+                log_dir=args.log_dir,
+                run_name=args.run_name,
+                tensorboard=args.tensorboard,
+                wandb=args.wandb,
+            )
+            checkpoint = None
+            if args.checkpoint_every is not None:
+                checkpoint = CheckpointConfig(
+                    every=args.checkpoint_every, keep=args.checkpoint_keep
+                )
+            seeds = list(range(args.seed_start, args.seed_start + args.seeds))
+            console.print(f"Training {agent!r} on seeds {seeds[0]}..{seeds[-1]}")
+
+            def run(progress: Any) -> Any:
+                return agent.train(
+                    seed=seeds,
+                    n_timesteps=args.n_timesteps,
+                    num_episode_test=args.num_episode_test,
+                    logging_config=logging_config,
+                    progress=progress,
+                    watchdog=watchdog,
+                    checkpoint=checkpoint,
+                )
+
+    except (ValueError, FileNotFoundError) as error:
         console.print(f"[red]{error}[/red]")
         return 2
-    seeds = list(range(args.seed_start, args.seed_start + args.seeds))
-    console.print(f"Training {agent!r} on seeds {seeds[0]}..{seeds[-1]}")
 
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -146,7 +209,8 @@ def _train(argv: Sequence[str]) -> int:
 
             now = time.perf_counter()
             clock.setdefault("start", now - 1e-9)
-            speed = done * len(seeds) / max(now - clock["start"], 1e-9)
+            clock.setdefault("done", done)
+            speed = (done - clock["done"]) * len(seeds) / max(now - clock["start"], 1e-9)
             bar.update(
                 task,
                 completed=done,
@@ -157,14 +221,7 @@ def _train(argv: Sequence[str]) -> int:
             )
 
         try:
-            result = agent.train(
-                seed=seeds,
-                n_timesteps=args.n_timesteps,
-                num_episode_test=args.num_episode_test,
-                logging_config=logging_config,
-                progress=progress,
-                watchdog=None if args.hang_floor_s is None else Watchdog(floor_s=args.hang_floor_s),
-            )
+            result = run(progress)
         except (ValueError, RunHungError) as error:
             console.print(f"[red]{error}[/red]")
             return 2

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import signal
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -27,13 +29,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax import _program_cache
+from ajax._version import __version__
 from ajax.buffers import EpisodeStore, ReplayBuffer
+from ajax.checkpoint import FORMAT as CHECKPOINT_FORMAT
+from ajax.checkpoint import (
+    Checkpoint,
+    CheckpointConfig,
+    Checkpointer,
+    checkpoint_directory,
+    latest_checkpoint,
+)
 from ajax.envs.core import SEED_AXIS
+from ajax.envs.registry import is_registered
 from ajax.evaluation import run_episodes
 from ajax.logging import LoggingConfig, LogWriter, run_directory
 from ajax.memory import available_bytes, check_fits, human
 from ajax.result import TrainResult
-from ajax.watchdog import Watchdog, call_watched, dump_stacks, hang_error
+from ajax.watchdog import CallInterrupted, Watchdog, call_watched, dump_stacks, hang_error
 
 Progress = Callable[[int, int, dict[str, float]], None]
 _EPISODE_SUMS = ("episode_return_sum", "episode_length_sum", "episode_count")
@@ -283,6 +295,7 @@ def train(
     logging_config: LoggingConfig | None = None,
     progress: Progress | None = None,
     watchdog: Watchdog | None = None,
+    checkpoint: CheckpointConfig | None = None,
 ) -> TrainResult:
     """Train ``agent`` once per seed, all seeds in one vmapped program.
 
@@ -298,16 +311,27 @@ def train(
         watchdog: how long a compiled program may run before the run is declared hung and
             stopped with :class:`ajax.RunHungError`; ``Watchdog()`` (20 times the median
             segment, at least 10 minutes) when None.
+        checkpoint: save the whole training state every ``checkpoint.every`` segments, which
+            :func:`ajax.resume` continues exactly (needs a logging config, whose
+            ``log_frequency`` ends each segment).
     """
     seeds = seeds_of(seed)
     _check_positive_int("num_episode_test", num_episode_test, "num_episode_test=10")
     if logging_config is not None and not isinstance(logging_config, LoggingConfig):
         raise TypeError("logging_config must be an ajax.LoggingConfig or None.")
-    if watchdog is not None and not isinstance(watchdog, Watchdog):
-        raise TypeError("watchdog must be an ajax.Watchdog or None.")
-    watchdog = watchdog or Watchdog()
+    _check_watchdog(watchdog)
+    if checkpoint is not None and not isinstance(checkpoint, CheckpointConfig):
+        raise TypeError("checkpoint must be an ajax.CheckpointConfig or None.")
+    if checkpoint is not None and logging_config is None:
+        raise ValueError(
+            "Checkpoints are saved between segments, and without a logging config the whole "
+            "run is one segment. Give a logging_config: its log_frequency ends each segment, "
+            "and CheckpointConfig.every counts them."
+        )
     plan = plan_run(agent, n_timesteps, logging_config)
-
+    directory = None
+    if logging_config is not None:
+        directory = run_directory(logging_config, f"{agent.name}_{agent.env_id.replace('/', '-')}")
     run_config = {
         "agent": agent.name,
         "env_id": agent.env_id,
@@ -318,14 +342,128 @@ def train(
         "n_timesteps": n_timesteps,
         "num_episode_test": num_episode_test,
         "logging": None if logging_config is None else dataclasses.asdict(logging_config),
+        "log_dir": None if directory is None else str(directory.absolute()),
+        "checkpoint": None,
     }
-    writer = None
-    if logging_config is not None:
-        # Before compiling: a log directory that cannot be written fails the run at once.
-        directory = run_directory(logging_config, f"{agent.name}_{agent.env_id.replace('/', '-')}")
-        writer = LogWriter(logging_config, directory, run_config | {"log_dir": str(directory)})
+    if checkpoint is not None:
+        checkpoint_dir = checkpoint_directory(checkpoint, directory)
+        run_config["checkpoint"] = {"every": checkpoint.every, "keep": checkpoint.keep}
+        run_config["checkpoint"]["dir"] = str(checkpoint_dir)
+    return _run(agent, plan, _comparable(run_config), progress, watchdog, None)
 
+
+def _check_watchdog(watchdog: Any) -> None:
+    if watchdog is not None and not isinstance(watchdog, Watchdog):
+        raise TypeError("watchdog must be an ajax.Watchdog or None.")
+
+
+def _comparable(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def resume(
+    path: str | Path,
+    agent: Any | None = None,
+    progress: Progress | None = None,
+    watchdog: Watchdog | None = None,
+) -> TrainResult:
+    """Continue a run from its latest complete checkpoint, and return what ``train`` would
+    have: the final state is the uninterrupted run's, bit for bit, and the run directory's
+    logs are rewritten from the checkpoint, then continued, with no row missing or twice.
+
+    Args:
+        path: the run directory, or the checkpoint directory (``CheckpointConfig.dir``).
+        agent: the agent, needed only for a run on an environment given as an ``Env``
+            rather than an id; it must be the checkpointed run's (name, environment, copies,
+            hyperparameters). By default the agent is rebuilt from the checkpoint.
+        progress: as for :func:`train`.
+        watchdog: as for :func:`train`.
+
+    Refuses a checkpoint written by another version of Ajax, or that does not fit ``agent``.
+    """
+    from ajax.result import agent_from_config
+
+    _check_watchdog(watchdog)
+    found = latest_checkpoint(path)
+    meta = found.meta
+    written_by = meta.get("ajax_version")
+    if meta.get("format") != CHECKPOINT_FORMAT or written_by != __version__:
+        raise ValueError(
+            f"The checkpoint in {found.directory} was written by Ajax {written_by} (checkpoint "
+            f"format {meta.get('format')}); this is Ajax {__version__} (format "
+            f"{CHECKPOINT_FORMAT}), whose programs may compute differently, so it cannot "
+            f"continue the run exactly. Resume it with Ajax {written_by}."
+        )
+    config = meta["run_config"]
+    if agent is None:
+        if not is_registered(config["env_id"]):
+            raise ValueError(
+                f"The checkpointed run trained on {config['env_id']}, not a registered id, so "
+                "its environment cannot be rebuilt: pass the run's agent, "
+                "ajax.resume(path, agent=...)."
+            )
+        agent = agent_from_config(config)
+    mine = {
+        "agent": agent.name,
+        "env_id": agent.env_id,
+        "env_params": agent.env_params,
+        "n_envs": agent.n_envs,
+        "hyperparameters": agent.hyperparameters(),
+    }
+    differ = [k for k, v in mine.items() if _comparable(v) != _comparable(config[k])]
+    if differ:
+        detail = "; ".join(f"{k}: checkpoint {config[k]!r}, given {mine[k]!r}" for k in differ)
+        raise ValueError(
+            f"The checkpoint in {found.directory} is of another run ({detail}). Resume it "
+            "with its own agent, or leave agent out to rebuild it from the checkpoint."
+        )
+    config = config | {"checkpoint": config["checkpoint"] | {"dir": str(found.directory)}}
+    plan = plan_run(agent, config["n_timesteps"], LoggingConfig(**config["logging"]))
+    return _run(agent, plan, config, progress, watchdog, found)
+
+
+def _run(
+    agent: Any,
+    plan: RunPlan,
+    run_config: dict[str, Any],
+    progress: Progress | None,
+    watchdog: Watchdog | None,
+    start: Checkpoint | None,
+) -> TrainResult:
+    """The run ``run_config`` describes, from its start or from checkpoint ``start``."""
+    seeds, num_episode_test = run_config["seeds"], run_config["num_episode_test"]
+    logging = run_config["logging"]
+    watchdog = watchdog or Watchdog()
     history: list[tuple[int, dict[str, np.ndarray]]] = []
+    if start is not None:
+        history = [
+            (t, {k: np.asarray(v, np.float64) for k, v in summary.items()})
+            for t, summary in start.meta["history"]
+        ]
+    rows = lambda timestep, summary: [  # noqa: E731
+        {"timestep": timestep, "seed": s} | {k: float(v[i]) for k, v in summary.items()}
+        for i, s in enumerate(seeds)
+    ]
+
+    checkpointer = None
+    if run_config["checkpoint"] is not None:
+        checkpointer = Checkpointer(
+            Path(run_config["checkpoint"]["dir"]),
+            CheckpointConfig(run_config["checkpoint"]["every"], run_config["checkpoint"]["keep"]),
+            fresh=start is None,
+        )
+    writer = None
+    if logging is not None:
+        # Before compiling: a log directory that cannot be written fails the run at once. A
+        # resumed run's logs are rewritten from the checkpoint's summaries.
+        writer = LogWriter(
+            LoggingConfig(**logging),
+            Path(run_config["log_dir"]),
+            run_config,
+            [row for t, summary in history for row in rows(t, summary)],
+        )
+
     total = plan.n_iterations * plan.steps_per_iteration
 
     def record(timestep: int, outputs: Any) -> None:
@@ -333,12 +471,7 @@ def train(
         summary = _summaries(jax.device_get(outputs))
         history.append((timestep, summary))
         if writer is not None:
-            writer.write(
-                [
-                    {"timestep": timestep, "seed": s} | {k: float(v[i]) for k, v in summary.items()}
-                    for i, s in enumerate(seeds)
-                ]
-            )
+            writer.write(rows(timestep, summary))
             writer.check()  # a sink that has failed stops the run; its rows are kept
         if progress is not None:
             with warnings.catch_warnings():
@@ -346,6 +479,16 @@ def train(
                 warnings.simplefilter("ignore", RuntimeWarning)
                 means = {k: float(np.nanmean(v)) for k, v in summary.items()}
             progress(timestep, total, means)
+
+    def save(segments_done: int, state: Any) -> None:
+        checkpointer.save(
+            segments_done,
+            state,
+            {
+                "run_config": run_config,
+                "history": [[t, {k: v.tolist() for k, v in s.items()}] for t, s in history],
+            },
+        )
 
     def watched(program: Callable, args: tuple, what: str, durations: list[float]) -> Any:
         """``program(*args)``, computed, its time appended to ``durations`` (the earlier
@@ -360,40 +503,67 @@ def train(
         durations.append(time.perf_counter() - started)
         return result
 
-    done = 0
+    lengths = plan.segment_lengths
+    segments_done = 0 if start is None else start.step
+    saved = segments_done
     with _sigterm_interrupts():
         try:
-            start = time.perf_counter()
-            programs = lower_run(agent, seeds, plan, num_episode_test, logging_config is not None)
-            init_compiled = programs.init.compile()
+            start_s = time.perf_counter()
+            programs = lower_run(agent, seeds, plan, num_episode_test, logging is not None)
+            # A resumed run starts from its checkpoint, and compiles no initialisation.
+            init = programs.init.compile() if start is None else None
             segment = programs.segment.compile()
             keys, eval_keys = programs.keys, programs.eval_keys
-            compile_s = time.perf_counter() - start
+            compile_s = time.perf_counter() - start_s
 
             run_start = time.perf_counter()
-            state = watched(init_compiled, (keys,), "the seeds' initialisation", [])
-            iterations_done = 0
+            if start is None:
+                state = watched(init, (keys,), "the seeds' initialisation", [])
+            else:
+                state = jax.device_put(start.state(programs.init.out_info))
             durations: list[float] = []
-            for index, length in enumerate(plan.segment_lengths):
+            for index in range(segments_done, len(lengths)):
+                iterations_done = sum(lengths[:index])
                 segment_keys = jax.vmap(lambda k, i=index: jax.random.fold_in(k, i))(eval_keys)
                 first = iterations_done * plan.steps_per_iteration
-                last = (iterations_done + length) * plan.steps_per_iteration
-                where = f"segment {index + 1} of {len(plan.segment_lengths)}"
-                state, outputs = watched(
-                    segment,
-                    (state, segment_keys, jnp.int32(iterations_done), jnp.int32(length)),
-                    f"{where} (timesteps {first} to {last})",
-                    durations,
-                )
-                iterations_done += length
-                # One segment in flight at a time: its few scalars are fetched before the next is
-                # dispatched (the rows are written by the writer thread). Overlapping segments
-                # gained nothing measurable on a CPU, and with both queued on XLA's CPU thread
-                # pool a run was once seen to stall on a 2-core machine.
+                last = (iterations_done + lengths[index]) * plan.steps_per_iteration
+                where = f"segment {index + 1} of {len(lengths)}"
+                args = (state, segment_keys, jnp.int32(iterations_done), jnp.int32(lengths[index]))
+                try:
+                    state, outputs = watched(
+                        segment, args, f"{where} (timesteps {first} to {last})", durations
+                    )
+                except CallInterrupted as interrupt:
+                    if checkpointer is None:
+                        raise
+                    # Let the segment in flight finish, and checkpoint it (a second Ctrl-C
+                    # abandons it).
+                    finished, result = interrupt.call.wait(watchdog.limit_s(durations))
+                    if not finished:
+                        raise
+                    state, outputs = result
+                    record(last, outputs)
+                    save(index + 1, state)
+                    saved = index + 1
+                    raise
+                # One segment in flight at a time: its few scalars are fetched before the next
+                # is dispatched (the rows are written by the writer thread). Overlapping
+                # segments gained nothing measurable on a CPU, and with both queued on XLA's
+                # CPU thread pool a run was once seen to stall on a 2-core machine.
                 record(last, outputs)
-                done = last
+                segments_done = index + 1
+                if checkpointer is not None and segments_done % checkpointer.every == 0:
+                    save(segments_done, state)
+                    saved = segments_done
         except KeyboardInterrupt as interrupt:
+            done = history[-1][0] if history else 0
             where = f"its rows are in {writer.directory}" if writer else "it logged nothing"
+            if checkpointer is not None and saved:
+                steps = sum(lengths[:saved]) * plan.steps_per_iteration
+                where += (
+                    f"; its checkpoint after {steps:,} steps continues it: "
+                    f"ajax.resume({str(checkpointer.directory)!r})"
+                )
             cause = str(interrupt) or "Ctrl-C"
             raise RunInterrupted(
                 f"The run was interrupted ({cause}) after {done:,} of {total:,} steps per "
@@ -402,7 +572,9 @@ def train(
         finally:
             # On normal end, on an error and on Ctrl-C alike, every row recorded so far is
             # written (to the log directory, or a fallback file if that failed) before the
-            # writer closes.
+            # writer closes, and every checkpoint started is finished.
+            if checkpointer is not None:
+                checkpointer.close()
             if writer is not None:
                 writer.close()
     run_s = time.perf_counter() - run_start

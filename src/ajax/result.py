@@ -166,10 +166,42 @@ class TrainResult:
         return path
 
 
-def load(path: str | Path) -> TrainResult:
-    """Read a result written by ``TrainResult.save``; it acts and evaluates as the original."""
+def agent_from_config(config: dict[str, Any]) -> Any:
+    """The agent a saved run config (``agent``, ``env_id``, ``env_params``, ``n_envs``,
+    ``hyperparameters``, as JSON) describes."""
     from ajax.agents import AGENTS
 
+    hyperparameters = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in config["hyperparameters"].items()
+    }
+    return AGENTS[config["agent"]](
+        env_id=config["env_id"],
+        n_envs=config["n_envs"],
+        env_params=config["env_params"],
+        **hyperparameters,
+    )
+
+
+def fit_leaves(template: Any, leaves: list[Any]) -> Any:
+    """``leaves`` (saved arrays) in the structure of ``template``; raises ValueError naming
+    the first array whose shape or dtype differs from the template's, or a count that
+    does."""
+    paths = jax.tree_util.tree_leaves_with_path(template)
+    if len(paths) != len(leaves):
+        raise ValueError(
+            f"{len(leaves)} arrays were saved, where this agent's state has {len(paths)}"
+        )
+    for (where, want), got in zip(paths, leaves, strict=True):
+        if np.shape(got) != want.shape or np.asarray(got).dtype != want.dtype:
+            raise ValueError(
+                f"the saved {jax.tree_util.keystr(where)} is {np.asarray(got).dtype}"
+                f"{list(np.shape(got))}, where this agent's is {want.dtype}{list(want.shape)}"
+            )
+    return jax.tree.unflatten(jax.tree.structure(template), leaves)
+
+
+def load(path: str | Path) -> TrainResult:
+    """Read a result written by ``TrainResult.save``; it acts and evaluates as the original."""
     path = Path(path)
     meta_file = path / _META_FILE
     if not meta_file.exists():
@@ -184,29 +216,14 @@ def load(path: str | Path) -> TrainResult:
             f"{written_by}, or save it again from a run of this version."
         )
     try:
-        hyperparameters = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in meta["hyperparameters"].items()
-        }
-        agent = AGENTS[meta["agent"]](
-            env_id=meta["env_id"],
-            n_envs=meta["n_envs"],
-            env_params=meta["env_params"],
-            **hyperparameters,
-        )
+        agent = agent_from_config(meta)
         env = agent.env_copies(agent.n_envs)
         keys = jax.ShapeDtypeStruct((len(meta["seeds"]), 2), jnp.uint32)
         template = jax.eval_shape(jax.vmap(lambda k: agent.init(k, env, 1)), keys)
         template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
         state = flax.serialization.from_bytes(template, (path / _STATE_FILE).read_bytes())
         # from_bytes fills the template's structure without checking the arrays' shapes.
-        for (where, want), got in zip(
-            jax.tree_util.tree_leaves_with_path(template), jax.tree.leaves(state), strict=True
-        ):
-            if np.shape(got) != want.shape:
-                raise ValueError(
-                    f"the saved {jax.tree_util.keystr(where)} has shape {np.shape(got)}, "
-                    f"where this agent's has {want.shape}"
-                )
+        state = fit_leaves(template, jax.tree.leaves(state))
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(
             f"{path} was saved by Ajax {written_by} and does not fit this Ajax "

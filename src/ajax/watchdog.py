@@ -60,34 +60,60 @@ class Watchdog:
         return max(self.floor_s, self.factor * statistics.median(earlier_s))
 
 
-def call_watched(fn: Callable[..., Any], *args: Any, limit_s: float) -> tuple[bool, Any]:
-    """``fn(*args)`` with every array of its result computed, or ``(False, None)`` if that
-    takes more than ``limit_s`` seconds; ``(True, result)`` otherwise.
+class _Call:
+    """``fn(*args)`` with every array of its result computed, started on a helper thread.
 
     The call itself runs on the helper thread too: JAX may execute a cheap program inline,
-    on the calling thread, instead of dispatching it. An error raised by ``fn`` or while
-    computing its result is raised here.
+    on the calling thread, instead of dispatching it.
     """
-    done = threading.Event()
-    outcome: list[Any] = []
-    failure: list[BaseException] = []
 
-    def call() -> None:
+    def __init__(self, fn: Callable[..., Any], args: tuple):
+        self._done = threading.Event()
+        self._outcome: list[Any] = []
+        self._failure: list[BaseException] = []
+        # A daemon thread: if the program never returns, neither does this thread, and it
+        # must not keep the interpreter from exiting.
+        threading.Thread(
+            target=self._call, args=(fn, args), name="ajax-watchdog-call", daemon=True
+        ).start()
+
+    def _call(self, fn: Callable[..., Any], args: tuple) -> None:
         try:
-            outcome.append(jax.block_until_ready(fn(*args)))
+            self._outcome.append(jax.block_until_ready(fn(*args)))
         except BaseException as error:  # re-raised on the caller's thread
-            failure.append(error)
+            self._failure.append(error)
         finally:
-            done.set()
+            self._done.set()
 
-    # A daemon thread: if the program never returns, neither does this thread, and it must
-    # not keep the interpreter from exiting.
-    threading.Thread(target=call, name="ajax-watchdog-call", daemon=True).start()
-    if not done.wait(limit_s):
-        return False, None
-    if failure:
-        raise failure[0]
-    return True, outcome[0]
+    def wait(self, limit_s: float) -> tuple[bool, Any]:
+        """``(True, result)``, or ``(False, None)`` if the call takes more than ``limit_s``
+        seconds from now; an error raised by the call is raised here."""
+        if not self._done.wait(limit_s):
+            return False, None
+        if self._failure:
+            raise self._failure[0]
+        return True, self._outcome[0]
+
+
+class CallInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, in a run) arrived while a watched call was in flight; ``call``
+    is still running, and its ``wait`` gives its result."""
+
+    def __init__(self, message: str, call: _Call):
+        super().__init__(message)
+        self.call = call
+
+
+def call_watched(fn: Callable[..., Any], *args: Any, limit_s: float) -> tuple[bool, Any]:
+    """``fn(*args)`` with every array of its result computed, or ``(False, None)`` if that
+    takes more than ``limit_s`` seconds; ``(True, result)`` otherwise. An error raised by
+    ``fn`` or while computing its result is raised here, and an interrupt as
+    :class:`CallInterrupted`, with which the caller may still wait for the result."""
+    call = _Call(fn, args)
+    try:
+        return call.wait(limit_s)
+    except KeyboardInterrupt as interrupt:
+        raise CallInterrupted(str(interrupt), call) from None
 
 
 def dump_stacks(directory: str | Path | None) -> Path:

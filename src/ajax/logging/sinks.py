@@ -57,19 +57,26 @@ class JSONLinesSink(Sink):
 
 
 class TensorBoardSink(Sink):
-    """TensorBoard event files, one directory per seed (``tensorboard/seed_<s>``)."""
+    """TensorBoard event files, one directory per seed (``tensorboard/seed_<s>``).
 
-    def __init__(self, directory: Path):
+    With ``purge_step``, the new event files tell TensorBoard to drop the earlier files'
+    events from that step on: a resumed run writes its rows again from there.
+    """
+
+    def __init__(self, directory: Path, purge_step: int | None = None):
         from tensorboardX import SummaryWriter
 
         self._directory = directory
+        self._purge_step = purge_step
         self._writers: dict[int, SummaryWriter] = {}
         self._summary_writer = SummaryWriter
 
     def write(self, row: Row) -> None:
         seed = row["seed"]
         if seed not in self._writers:
-            self._writers[seed] = self._summary_writer(str(self._directory / f"seed_{seed}"))
+            self._writers[seed] = self._summary_writer(
+                str(self._directory / f"seed_{seed}"), purge_step=self._purge_step
+            )
         writer = self._writers[seed]
         for key, value in row.items():
             if key not in {"seed", "timestep"} and isinstance(value, int | float):

@@ -30,14 +30,19 @@ def run_directory(config: LoggingConfig, default_name: str) -> Path:
     return candidate
 
 
-def make_sinks(config: LoggingConfig, directory: Path, run_config: dict) -> list[Sink]:
+def make_sinks(
+    config: LoggingConfig, directory: Path, run_config: dict, first_step: int | None
+) -> list[Sink]:
+    """The sinks ``config`` asks for; ``first_step`` is the first row's timestep when the
+    rows are written again from the start (a resumed run), from which TensorBoard drops what
+    the earlier writers wrote."""
     sinks: list[Sink] = []
     if config.csv:
         sinks.append(CSVSink(directory / "metrics.csv"))
     if config.jsonl:
         sinks.append(JSONLinesSink(directory / "metrics.jsonl"))
     if config.tensorboard:
-        sinks.append(TensorBoardSink(directory / "tensorboard"))
+        sinks.append(TensorBoardSink(directory / "tensorboard", first_step))
     if config.wandb:
         sinks.append(
             WandbSink(
@@ -78,9 +83,18 @@ class LogWriter:
     writes the kept rows to a fallback file, named in the error. ``close`` drains the queue
     and closes the sinks; the run calls it on normal end, on an exception and on Ctrl-C, so
     every row produced before a failure is on disk, in the log directory or the fallback.
+
+    ``replay`` are rows written first: a resumed run's rows up to its checkpoint, with which
+    its logs start again, in place of what the interrupted run left.
     """
 
-    def __init__(self, config: LoggingConfig, directory: Path, run_config: dict[str, Any]):
+    def __init__(
+        self,
+        config: LoggingConfig,
+        directory: Path,
+        run_config: dict[str, Any],
+        replay: list[Row] | None = None,
+    ):
         try:
             directory.mkdir(parents=True, exist_ok=True)
             (directory / "config.json").write_text(json.dumps(run_config, indent=2, default=str))
@@ -90,13 +104,16 @@ class LogWriter:
                 "you can write to."
             ) from error
         self.directory = directory
-        self._sinks = make_sinks(config, directory, run_config)
+        first_step = replay[0]["timestep"] if replay else None
+        self._sinks = make_sinks(config, directory, run_config, first_step)
         self._queue: queue.Queue = queue.Queue()
         self._error: BaseException | None = None
         self._unwritten: list[Row] = []
         self._closed = False
         self._thread = threading.Thread(target=self._work, name="ajax-log-writer", daemon=True)
         self._thread.start()
+        if replay:
+            self.write(replay)
 
     def _work(self) -> None:
         while (rows := self._queue.get()) is not _STOP:

@@ -1,0 +1,238 @@
+"""Checkpoints and exact resume: a resumed run ends where the uninterrupted one does, bit for
+bit, with the same logged rows, each once."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import ajax
+from ajax import PPO, SAC, CheckpointConfig, LoggingConfig
+from ajax.watchdog import CallInterrupted, _Call
+
+from .tensorboard_reader import read_scalars
+
+SEEDS = [0, 1]
+#: Ten segments of two PPO iterations each.
+STEPS, FREQUENCY = 640, 64
+
+
+def small_ppo():
+    return PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
+
+
+def rows_of(run_dir):
+    return [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+
+
+def assert_same_run(resumed, reference):
+    """The final states are bitwise equal, and so are the evaluations and the logged rows
+    (each (timestep, seed) once)."""
+    for got, want in zip(
+        jax.tree.leaves(resumed.state), jax.tree.leaves(reference.state), strict=True
+    ):
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    for key, want in reference.evaluations.items():
+        np.testing.assert_array_equal(resumed.evaluations[key], want)
+    got, want = rows_of(resumed.log_dir), rows_of(reference.log_dir)
+    assert len({(r["timestep"], r["seed"]) for r in got}) == len(got)
+    assert got == want
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted run the resumed ones must reproduce."""
+    config = LoggingConfig(
+        log_frequency=FREQUENCY, log_dir=tmp_path_factory.mktemp("runs"), run_name="whole"
+    )
+    return small_ppo().train(seed=SEEDS, n_timesteps=STEPS, logging_config=config)
+
+
+def test_a_run_that_crashed_resumes_exactly_from_its_latest_checkpoint(tmp_path, reference):
+    """A crash after 7 segments (an error in the progress callback) with checkpoints every 2
+    and the last 2 kept: the run resumes from segment 6 and ends as the uninterrupted one."""
+    config = LoggingConfig(
+        log_frequency=FREQUENCY, log_dir=tmp_path, run_name="crashed", tensorboard=True
+    )
+
+    def crash_after_seven(done, total, means):
+        if done == 7 * FREQUENCY:
+            raise RuntimeError("the machine went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        small_ppo().train(
+            seed=SEEDS,
+            n_timesteps=STEPS,
+            logging_config=config,
+            checkpoint=CheckpointConfig(every=2, keep=2),
+            progress=crash_after_seven,
+        )
+    checkpoints = tmp_path / "crashed" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir() if p.name.isdigit()) == ["4", "6"]
+    assert len(rows_of(tmp_path / "crashed")) == 7 * len(SEEDS)
+
+    # tensorboardX names an event file by the second it opens: a resume within the same
+    # second would overwrite the crashed run's file, rather than add one as a later one does.
+    time.sleep(1.1)
+    seen = []
+    resumed = ajax.resume(tmp_path / "crashed", progress=lambda done, *_: seen.append(done))
+    assert seen == [FREQUENCY * k for k in range(7, 11)]
+    assert resumed.log_dir == str(tmp_path / "crashed")
+    assert_same_run(resumed, reference)
+    # TensorBoard drops the interrupted run's events from the replayed rows on.
+    for i, seed in enumerate(SEEDS):
+        scalars = read_scalars(tmp_path / "crashed" / "tensorboard" / f"seed_{seed}")
+        want = reference.evaluations["episode_return"][i]
+        assert [t for t, _ in scalars["episode_return"]] == [FREQUENCY * k for k in range(1, 11)]
+        np.testing.assert_allclose([v for _, v in scalars["episode_return"]], want, rtol=1e-6)
+    # The checkpoint directory resumes too, and a finished run resumes to its result at once.
+    again = ajax.resume(checkpoints)
+    assert_same_run(again, reference)
+
+
+def test_an_interrupt_finishes_the_segment_in_flight_and_checkpoints_it(
+    tmp_path, reference, monkeypatch
+):
+    """Ctrl-C during segment 4 (with checkpoints every 3): the segment finishes, its rows are
+    written and it is checkpointed, and the error says how to resume."""
+    calls = []
+    original = ajax.loop.call_watched
+
+    def interrupt_the_fifth_call(fn, *args, limit_s):
+        calls.append(fn)
+        if len(calls) == 5:  # the initialisation, then segments 1-4
+            raise CallInterrupted("SIGTERM", _Call(fn, args))
+        return original(fn, *args, limit_s=limit_s)
+
+    monkeypatch.setattr(ajax.loop, "call_watched", interrupt_the_fifth_call)
+    config = LoggingConfig(log_frequency=FREQUENCY, log_dir=tmp_path, run_name="stopped")
+    with pytest.raises(ajax.RunInterrupted) as stopped:
+        small_ppo().train(
+            seed=SEEDS,
+            n_timesteps=STEPS,
+            logging_config=config,
+            checkpoint=CheckpointConfig(every=3),
+        )
+    checkpoints = tmp_path / "stopped" / "checkpoints"
+    assert f"ajax.resume({str(checkpoints)!r})" in str(stopped.value)
+    assert "after 256 of 640 steps" in str(stopped.value)
+    assert sorted(p.name for p in checkpoints.iterdir() if p.name.isdigit()) == ["3", "4"]
+    monkeypatch.setattr(ajax.loop, "call_watched", original)
+    assert_same_run(ajax.resume(tmp_path / "stopped"), reference)
+
+
+def test_resume_refuses_another_run_or_another_version(tmp_path, reference, monkeypatch):
+    config = LoggingConfig(log_frequency=FREQUENCY, log_dir=tmp_path, run_name="r")
+    checkpoint = CheckpointConfig(every=5, keep=1)
+    small_ppo().train(seed=SEEDS, n_timesteps=STEPS, logging_config=config, checkpoint=checkpoint)
+    run = tmp_path / "r"
+    with pytest.raises(ValueError, match=r"another run \(hyperparameters: checkpoint"):
+        ajax.resume(run, agent=PPO(env_id="CartPole-v1", n_envs=2, n_steps=16, gamma=0.9))
+    with pytest.raises(ValueError, match=r"another run \(n_envs: checkpoint 2, given 4"):
+        ajax.resume(run, agent=PPO(env_id="CartPole-v1", n_envs=4, n_steps=16))
+    monkeypatch.setattr(ajax.loop, "__version__", "9.9.9")
+    with pytest.raises(ValueError, match=r"written by Ajax .* this is Ajax 9\.9\.9.*Resume it"):
+        ajax.resume(run)
+    monkeypatch.undo()
+    # A fresh run into a directory holding checkpoints refuses it, before compiling.
+    monkeypatch.setattr(ajax.loop, "lower_run", lambda *a: pytest.fail("compiled"))
+    with pytest.raises(ValueError, match=r"already holds checkpoints.*ajax\.resume"):
+        small_ppo().train(
+            seed=SEEDS, n_timesteps=STEPS, logging_config=config, checkpoint=checkpoint
+        )
+    with pytest.raises(FileNotFoundError, match="holds no complete Ajax checkpoint"):
+        ajax.resume(tmp_path)
+
+
+def test_checkpoint_configs_are_checked_before_compiling(tmp_path, monkeypatch):
+    monkeypatch.setattr(ajax.loop, "lower_run", lambda *a: pytest.fail("compiled"))
+    for bad in ({"every": 0}, {"keep": -1}, {"every": 1.5}, {"keep": True}):
+        with pytest.raises(ValueError, match="must be a positive integer"):
+            CheckpointConfig(**bad)
+    with pytest.raises(ValueError, match="without a logging config the whole run is one segment"):
+        small_ppo().train(n_timesteps=STEPS, checkpoint=CheckpointConfig())
+    with pytest.raises(TypeError, match=r"ajax\.CheckpointConfig"):
+        small_ppo().train(n_timesteps=STEPS, checkpoint={"every": 1})
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    config = LoggingConfig(log_frequency=FREQUENCY, log_dir=tmp_path, run_name="r")
+    with pytest.raises(OSError, match=r"Cannot write checkpoints to .*a-file"):
+        small_ppo().train(
+            n_timesteps=STEPS, logging_config=config, checkpoint=CheckpointConfig(dir=blocker)
+        )
+
+
+#: name: (the agent in the child's source, the same here, log frequency, budget): 40 segments
+#: of about 0.2 s, and 60 of about 0.1 s, on the 2-core CI machine.
+SAC_SETTINGS = "buffer_size=4000, learning_starts=200, batch_size=32, hidden_sizes=(32, 32)"
+KILLED_RUNS = {
+    "PPO": (
+        "ajax.PPO(env_id='CartPole-v1', n_envs=4, n_steps=32)",
+        lambda: PPO(env_id="CartPole-v1", n_envs=4, n_steps=32),
+        4096,
+        4096 * 40,
+    ),
+    "SAC": (
+        f"ajax.SAC(env_id='Pendulum-v1', {SAC_SETTINGS})",
+        lambda: SAC(
+            env_id="Pendulum-v1",
+            buffer_size=4000,
+            learning_starts=200,
+            batch_size=32,
+            hidden_sizes=(32, 32),
+        ),
+        100,
+        100 * 60,
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(KILLED_RUNS))
+def test_a_run_killed_at_a_random_point_resumes_bitwise(tmp_path, name):
+    """A run in a fresh process, checkpointing every segment, is killed with SIGKILL at a
+    random moment once its third segment is recorded; resumed here, it ends with the final
+    state, evaluations and logged rows of the same run uninterrupted."""
+    source, build, frequency, steps = KILLED_RUNS[name]
+    reference = build().train(
+        seed=SEEDS,
+        n_timesteps=steps,
+        num_episode_test=2,
+        logging_config=LoggingConfig(log_frequency=frequency, log_dir=tmp_path, run_name="whole"),
+    )
+    code = (
+        "import ajax\n"
+        f"config = ajax.LoggingConfig(log_frequency={frequency}, log_dir={str(tmp_path)!r},\n"
+        "    run_name='killed')\n"
+        f"{source}.train(seed={SEEDS}, n_timesteps={steps}, num_episode_test=2,\n"
+        "    logging_config=config, checkpoint=ajax.CheckpointConfig(every=1, keep=2),\n"
+        "    progress=lambda done, total, means: print('recorded', done, flush=True))\n"
+        "print('finished', flush=True)\n"
+    )
+    # The child shares this process's compile cache, so it compiles little.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+    )
+    recorded = 0
+    for line in proc.stdout:
+        recorded += line.startswith("recorded")
+        if recorded == 3:
+            break
+    assert recorded == 3, "the child ended before recording 3 segments"
+    delay = random.uniform(0.0, 1.0)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    assert "finished" not in rest, f"the run ended before the kill ({delay:.2f} s after)"
+    resumed = ajax.resume(tmp_path / "killed")
+    assert_same_run(resumed, reference)
