@@ -41,16 +41,20 @@ def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate):
     segment = jax.jit(
         jax.vmap(
             loop._segment_program(agent, train_env, eval_env),
-            in_axes=(0, 0, None, None),
+            in_axes=(0, 0, 0, None, None),
             axis_name=SEED_AXIS,
         ),
         donate_argnums=0,
     )
+    health = loop.initial_health(len(seeds))
+    args = (jax.eval_shape(init, keys), health, eval_keys, jnp.int32(0), jnp.int32(0))
     return loop.RunPrograms(
         keys,
         eval_keys,
+        health,
+        loop.watched_metrics(jax.eval_shape(segment, *args)[2]["sums"]),
         init.lower(keys),
-        segment.lower(jax.eval_shape(init, keys), eval_keys, jnp.int32(0), jnp.int32(0)),
+        segment.lower(*args),
     )
 
 

@@ -1,6 +1,7 @@
 """Runs never hang: no compiled program holds a batched LAPACK call, and a program that never
 returns stops the run with an error, its rows written."""
 
+import dataclasses
 import re
 import threading
 
@@ -108,14 +109,14 @@ def test_a_segment_that_never_returns_stops_the_run(tmp_path, monkeypatch, capfd
 
                 def run(*args):
                     calls.append(1)
-                    state, outputs = compiled(*args)
+                    state, health, outputs = compiled(*args)
                     if len(calls) == 3:
                         outputs = jax.tree.map(blocked, outputs)
-                    return state, outputs
+                    return state, health, outputs
 
                 return run
 
-        return ajax.loop.RunPrograms(programs.keys, programs.eval_keys, programs.init, Hanging())
+        return dataclasses.replace(programs, segment=Hanging())
 
     monkeypatch.setattr(ajax.loop, "lower_run", lower_with_a_hang)
     config = LoggingConfig(log_frequency=512, log_dir=tmp_path, run_name="hung")

@@ -254,6 +254,11 @@ def _print_summary(result: Any, run_dir: Path) -> None:
         f"compile {t['compile_s']:.1f} s, run {t['run_s']:.1f} s "
         f"({result.n_timesteps * len(result.seeds) / t['run_s']:,.0f} steps/s over all seeds)"
     )
+    for report in result.diverged:
+        console.print(
+            f"[red]seed {report['seed']} diverged at step {report['timestep']:,}[/red] "
+            f"({report['metric']} was not finite): frozen from there, its evaluations NaN"
+        )
     console.print(f"run directory: {run_dir}")
 
 

@@ -144,6 +144,57 @@ def init_program(agent: Any, env: Any, n_iterations: int) -> Callable:
     return jax.jit(lambda keys: jax.lax.map(lambda k: agent.init(k, env, n_iterations), keys))
 
 
+def watched_metrics(metric_names: Any) -> list[str]:
+    """The names a divergence is reported under: the agent's training metrics (not the
+    episode sums, which are the environment's), then ``params``."""
+    return [*sorted(k for k in metric_names if k not in _EPISODE_SUMS), "params"]
+
+
+def initial_health(n_seeds: int) -> dict[str, jax.Array]:
+    """Each seed's divergence record: whether it diverged, at which iteration (-1 if not)
+    and in which of :func:`watched_metrics` (-1 if not)."""
+    return {
+        "diverged": jnp.zeros(n_seeds, bool),
+        "iteration": jnp.full(n_seeds, -1, jnp.int32),
+        "metric": jnp.full(n_seeds, -1, jnp.int32),
+    }
+
+
+def _guarded(agent: Any, names: list[str]) -> Callable:
+    """``agent.iteration`` with divergence frozen out: once an iteration leaves a seed's
+    parameters or a training metric NaN or infinite, the seed keeps its last finite
+    parameters (its updates become no-ops), its training metrics read NaN, and its health
+    records where, and what, diverged first (the first of ``names`` that was not finite).
+
+    The check reduces the parameters once per iteration and selects between two copies of
+    them, a small cost next to an update (measured in PERFORMANCE_REPORT.md); the rest of
+    the state goes on (environment, storage), so the seed still steps like the others."""
+
+    def guarded(i, state, health, env):
+        new, metrics = agent.iteration(state, env)
+        finite = [jnp.isfinite(metrics[k]).all() for k in names[:-1]]
+        params = [x for x in jax.tree.leaves(new.params) if jnp.issubdtype(x.dtype, jnp.inexact)]
+        finite.append(jnp.all(jnp.stack([jnp.isfinite(x).all() for x in params])))
+        bad = ~jnp.stack(finite)
+        first = bad.any() & ~health["diverged"]
+        health = {
+            "diverged": health["diverged"] | bad.any(),
+            "iteration": jnp.where(first, i, health["iteration"]),
+            "metric": jnp.where(first, jnp.argmax(bad).astype(jnp.int32), health["metric"]),
+        }
+        kept = jax.tree.map(
+            lambda old, fresh: jnp.where(health["diverged"], old, fresh), state.params, new.params
+        )
+        metrics = metrics | {
+            k: jnp.where(health["diverged"], jnp.nan, metrics[k])
+            for k in names[:-1]
+            if jnp.issubdtype(metrics[k].dtype, jnp.inexact)
+        }
+        return agent.with_params(new, kept), metrics, health
+
+    return guarded
+
+
 def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callable:
     """The per-seed segment: iterations ``first`` to ``first + n_iterations`` of the run, then
     an optional evaluation.
@@ -156,37 +207,43 @@ def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callab
     agent's warm-up iterations (collection alone, ``agent.warmup``) and its learning
     iterations is two loops, and a warm-up iteration computes no update: a per-seed
     condition would compute both branches under the vmap.
+
+    Learning iterations are guarded against divergence (:func:`_guarded`): a seed that
+    diverged keeps its parameters, and its evaluations are NaN from then on.
     """
 
-    def segment(state, eval_key, first, n_iterations):
+    def segment(state, health, eval_key, first, n_iterations):
         _, metric_shapes = jax.eval_shape(lambda s: agent.iteration(s, train_env), state)
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
+        learn_step = _guarded(agent, watched_metrics(metric_shapes))
 
-        def body(step, kept):
-            def run(_, carry):
-                state, sums = carry
-                state, metrics = step(state, train_env)
-                metrics = zeros | {k: metrics[k] for k in kept}
-                return state, jax.tree.map(jnp.add, sums, metrics)
-
-            return run
-
-        carry, n_warmup = (state, zeros), jnp.int32(0)
-        if agent.warmup_iterations:
+        def warm(_, carry):
+            state, sums, health = carry
+            state, metrics = agent.warmup(state, train_env)
             # Warm-up iterations add to the episode sums alone: the other metrics are means
             # over the learning iterations.
+            metrics = zeros | {k: metrics[k] for k in _EPISODE_SUMS}
+            return state, jax.tree.map(jnp.add, sums, metrics), health
+
+        def learn(i, carry):
+            state, sums, health = carry
+            state, metrics, health = learn_step(first + i, state, health, train_env)
+            return state, jax.tree.map(jnp.add, sums, metrics), health
+
+        carry, n_warmup = (state, zeros, health), jnp.int32(0)
+        if agent.warmup_iterations:
             n_warmup = jnp.clip(agent.warmup_iterations - first, 0, n_iterations)
-            carry = jax.lax.fori_loop(0, n_warmup, body(agent.warmup, _EPISODE_SUMS), carry)
-        learn = body(agent.iteration, tuple(zeros))
-        state, sums = jax.lax.fori_loop(n_warmup, n_iterations, learn, carry)
+            carry = jax.lax.fori_loop(0, n_warmup, warm, carry)
+        state, sums, health = jax.lax.fori_loop(n_warmup, n_iterations, learn, carry)
         outputs = {"sums": sums, "learning_iterations": n_iterations - n_warmup}
         if eval_env is not None:
             returns, lengths = run_episodes(
                 agent, eval_env, state.params, eval_key, state.cursor.env_state
             )
-            outputs["episode_return"] = returns.mean()
-            outputs["episode_length"] = lengths.mean()
-        return state, outputs
+            nan_if_diverged = lambda x: jnp.where(health["diverged"], jnp.nan, x.mean())  # noqa: E731
+            outputs["episode_return"] = nan_if_diverged(returns)
+            outputs["episode_length"] = nan_if_diverged(lengths)
+        return state, health, outputs
 
     return segment
 
@@ -220,9 +277,13 @@ class RunPrograms:
 
     keys: jax.Array
     eval_keys: jax.Array
+    #: Every seed's divergence record at the start (:func:`initial_health`).
+    health: dict[str, jax.Array]
+    #: What a divergence is reported under (:func:`watched_metrics`).
+    metric_names: list[str]
     init: jax.stages.Lowered
-    #: ``segment(state, eval_keys, first, n_iterations)``: iterations ``first`` to
-    #: ``first + n_iterations``, for segments of any length.
+    #: ``segment(state, health, eval_keys, first, n_iterations) -> (state, health,
+    #: outputs)``: iterations ``first`` to ``first + n_iterations``, any number of them.
     segment: jax.stages.Lowered
 
 
@@ -247,19 +308,21 @@ def lower_run(
         eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
         segment = jax.vmap(
             _segment_program(agent, train_env, eval_env),
-            in_axes=(0, 0, None, None),
+            in_axes=(0, 0, 0, None, None),
             axis_name=SEED_AXIS,
         )
-        return _program_cache.export(segment, state_shape, eval_keys, jnp.int32(0), jnp.int32(0))
+        return _program_cache.export(segment, *segment_args)
 
+    health = initial_health(len(seeds))
+    segment_args = (state_shape, health, eval_keys, jnp.int32(0), jnp.int32(0))
     segment = _program_cache.cached(key, export_segment)
     return RunPrograms(
         keys,
         eval_keys,
+        health,
+        watched_metrics(segment.out_shape[2]["sums"]),
         jax.jit(init).lower(keys),
-        jax.jit(segment, donate_argnums=0).lower(
-            state_shape, eval_keys, jnp.int32(0), jnp.int32(0)
-        ),
+        jax.jit(segment, donate_argnums=0).lower(*segment_args),
     )
 
 
@@ -423,6 +486,22 @@ def resume(
     return _run(agent, plan, config, progress, watchdog, found)
 
 
+def _divergences(
+    health: dict[str, np.ndarray], seeds: list[int], names: list[str], plan: RunPlan
+) -> list[dict[str, Any]]:
+    """The seeds that diverged: each with the step of the iteration that diverged (its last
+    step) and the first metric that was not finite there (``params`` for the parameters)."""
+    return [
+        {
+            "seed": seed,
+            "timestep": int(health["iteration"][i] + 1) * plan.steps_per_iteration,
+            "metric": names[int(health["metric"][i])],
+        }
+        for i, seed in enumerate(seeds)
+        if health["diverged"][i]
+    ]
+
+
 def _run(
     agent: Any,
     plan: RunPlan,
@@ -519,8 +598,10 @@ def _run(
             run_start = time.perf_counter()
             if start is None:
                 state = watched(init, (keys,), "the seeds' initialisation", [])
+                health = programs.health
             else:
-                state = jax.device_put(start.state(programs.init.out_info))
+                template = (programs.init.out_info, programs.health)
+                state, health = jax.device_put(start.state(template))
             durations: list[float] = []
             for index in range(segments_done, len(lengths)):
                 iterations_done = sum(lengths[:index])
@@ -528,9 +609,15 @@ def _run(
                 first = iterations_done * plan.steps_per_iteration
                 last = (iterations_done + lengths[index]) * plan.steps_per_iteration
                 where = f"segment {index + 1} of {len(lengths)}"
-                args = (state, segment_keys, jnp.int32(iterations_done), jnp.int32(lengths[index]))
+                args = (
+                    state,
+                    health,
+                    segment_keys,
+                    jnp.int32(iterations_done),
+                    jnp.int32(lengths[index]),
+                )
                 try:
-                    state, outputs = watched(
+                    state, health, outputs = watched(
                         segment, args, f"{where} (timesteps {first} to {last})", durations
                     )
                 except CallInterrupted as interrupt:
@@ -541,9 +628,9 @@ def _run(
                     finished, result = interrupt.call.wait(watchdog.limit_s(durations))
                     if not finished:
                         raise
-                    state, outputs = result
+                    state, health, outputs = result
                     record(last, outputs)
-                    save(index + 1, state)
+                    save(index + 1, (state, health))
                     saved = index + 1
                     raise
                 # One segment in flight at a time: its few scalars are fetched before the next
@@ -553,7 +640,7 @@ def _run(
                 record(last, outputs)
                 segments_done = index + 1
                 if checkpointer is not None and segments_done % checkpointer.every == 0:
-                    save(segments_done, state)
+                    save(segments_done, (state, health))
                     saved = segments_done
         except KeyboardInterrupt as interrupt:
             done = history[-1][0] if history else 0
@@ -585,6 +672,7 @@ def _run(
         seeds=seeds,
         n_timesteps=total,
         history=history,
+        diverged=_divergences(jax.device_get(health), seeds, programs.metric_names, plan),
         timings={"compile_s": compile_s, "run_s": run_s, "total_s": compile_s + run_s},
         log_dir=None if writer is None else str(writer.directory),
     )

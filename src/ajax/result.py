@@ -41,6 +41,10 @@ class TrainResult:
             one column per segment, with their timesteps under ``timestep``.
         timings: ``compile_s``, ``run_s`` and ``total_s`` of the run.
         log_dir: the run directory, when the run was logged.
+        diverged: the seeds whose parameters or a training metric became NaN or infinite,
+            each as ``{"seed", "timestep", "metric"}`` (the first non-finite one; ``params``
+            for the parameters). Such a seed was frozen from that iteration on: its
+            parameters are the last finite ones, and its evaluations NaN.
     """
 
     agent: Any
@@ -51,6 +55,7 @@ class TrainResult:
     train_metrics: dict[str, np.ndarray] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     log_dir: str | None = None
+    diverged: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_history(cls, *, history: list[tuple[int, dict[str, np.ndarray]]], **kwargs):
@@ -159,6 +164,7 @@ class TrainResult:
             "train_metrics": {k: np.asarray(v).tolist() for k, v in self.train_metrics.items()},
             "timings": self.timings,
             "log_dir": self.log_dir,
+            "diverged": self.diverged,
         }
         state = jax.device_get(self.state)
         (path / _STATE_FILE).write_bytes(flax.serialization.to_bytes(state))
@@ -238,6 +244,7 @@ def load(path: str | Path) -> TrainResult:
         train_metrics={k: np.asarray(v) for k, v in meta["train_metrics"].items()},
         timings=meta["timings"],
         log_dir=meta["log_dir"],
+        diverged=meta.get("diverged", []),
     )
 
 

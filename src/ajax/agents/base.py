@@ -23,7 +23,10 @@ An agent provides:
   agent's action space (``[-1, 1]`` for continuous actions); its ``sample`` is the behaviour
   policy, its ``mode`` the deterministic action of evaluation.
 
-and, where the algorithm has them, ``value(params, obs)`` and ``q_values(params, obs[,
+``with_params(state, params)`` returns the state with other parameters (the run keeps a
+diverged seed's last finite ones); the default replaces the state's ``params`` field.
+
+And, where the algorithm has them, ``value(params, obs)`` and ``q_values(params, obs[,
 action])``. Every public method takes the full ``state.params``.
 
 Acting carries a state from one step to the next (a command, a recurrent latent, a plan):
@@ -220,6 +223,10 @@ class Agent(abc.ABC):
     @abc.abstractmethod
     def policy(self, params: Any, obs: jax.Array) -> Any:
         """The action distribution at ``obs`` (a batch), in the agent's action space."""
+
+    def with_params(self, state: Any, params: Any) -> Any:
+        """``state`` with ``params`` in place of ``state.params``."""
+        return state.replace(params=params)
 
     @property
     def warmup_iterations(self) -> int:

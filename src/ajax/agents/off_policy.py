@@ -77,6 +77,9 @@ class OffPolicyAgent(ReplayAgent):
     action_spaces = (Box,)
     default_n_envs = 1
 
+    def with_params(self, state: OffPolicyState, params: dict[str, Any]) -> OffPolicyState:
+        return state.replace(learner=state.learner.replace(params=params))
+
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
         c = self.config
