@@ -8,6 +8,7 @@ import jax
 import numpy as np
 import pytest
 
+import ajax
 from ajax import PPO, SAC, LoggingConfig, _program_cache, loop
 from ajax.envs import make_env
 
@@ -119,12 +120,13 @@ def test_a_truncated_entry_warns_and_is_replaced(cache, traces):
 
 
 def test_an_unwritable_cache_costs_a_warning_not_the_run(cache, traces):
-    blocker = cache / "blocked"
-    blocker.write_text("a file where the cache directory should be")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AJAX_JAX_COMPILE_CACHE_DIR", str(blocker))
-        with pytest.warns(UserWarning, match="could not write"):
-            result = PPO(**SMALL).train(seed=0, n_timesteps=256)
+    """A file where the programs' directory should be. (A cache root that cannot be made at
+    all is warned of once, at import: tests/test_cache_faults.py.)"""
+    blocker = ajax._compile_cache.cache_dir() / "programs"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("a file where the program cache's directory should be")
+    with pytest.warns(UserWarning, match="could not write"):
+        result = PPO(**SMALL).train(seed=0, n_timesteps=256)
     assert result.n_timesteps == 256
 
 

@@ -74,6 +74,19 @@ def enabled() -> bool:
     return os.environ.get(DISABLE_ENV, "").strip().lower() not in {"1", "true", "yes", "on"}
 
 
+def usable_dir() -> Path | None:
+    """:func:`cache_dir`, made if need be; None when the cache is off or the directory
+    cannot be made (a path through a file, a read-only file system)."""
+    if not enabled():
+        return None
+    directory = cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return directory
+
+
 def configure() -> Path | None:
     """Point JAX's persistent cache at :func:`cache_dir`; returns it, or None when disabled.
 
@@ -83,8 +96,17 @@ def configure() -> Path | None:
     if not enabled():
         jax.config.update("jax_compilation_cache_dir", None)
         return None
-    directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = usable_dir()
+    if directory is None:
+        # A cache that cannot be made costs the reuse of compiled programs, not the import.
+        warnings.warn(
+            f"Ajax's compile cache cannot be made at {cache_dir()}: every process will "
+            f"compile its programs. Set {ROOT_ENV} to a directory you can write, or "
+            f"{DISABLE_ENV}=1 to silence this.",
+            stacklevel=2,
+        )
+        jax.config.update("jax_compilation_cache_dir", None)
+        return None
     _release_earlier_cache(directory)
     jax.config.update("jax_compilation_cache_dir", str(directory))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

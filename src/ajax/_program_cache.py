@@ -181,16 +181,21 @@ def key_with(key: str | None, *parts: Any) -> str | None:
     return hashlib.sha256(f"{key}{parts!r}".encode()).hexdigest()
 
 
-def _path(key: str) -> Path:
-    return _compile_cache.cache_dir() / "programs" / f"{key}.jaxexport"
+def _path(key: str | None) -> Path | None:
+    """Where ``key``'s program is stored; None without a key or a usable cache (its
+    compile cache warned at import)."""
+    directory = _compile_cache.usable_dir()
+    if key is None or directory is None:
+        return None
+    return directory / "programs" / f"{key}.jaxexport"
 
 
 def load(key: str | None) -> Program | None:
     """The program stored under ``key``, or None (none stored, the cache off, or an entry
     that cannot be read, which is then replaced)."""
-    if key is None or not _compile_cache.enabled():
-        return None
     path = _path(key)
+    if path is None:
+        return None
     try:
         blob = path.read_bytes()
     except FileNotFoundError:
@@ -217,9 +222,9 @@ def load(key: str | None) -> Program | None:
 def store(key: str | None, program: Program) -> None:
     """Writes ``program`` under ``key`` atomically (a reader sees the old entry or the whole new
     one); a cache that cannot be written costs a warning, not the run."""
-    if key is None or not _compile_cache.enabled():
-        return
     path = _path(key)
+    if path is None:
+        return
     blob = pickle.dumps(
         {"format": FORMAT, "exported": program.exported.serialize(), "out_tree": program.out_tree}
     )
