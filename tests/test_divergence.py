@@ -37,7 +37,7 @@ def test_a_diverging_seed_is_frozen_and_reported(run):
     assert after.any() and (~after).any()
     # Its evaluations are NaN from the segment it diverged in, finite before.
     assert np.isnan(returns[1, after]).all() and np.isfinite(returns[1, ~after]).all()
-    # Its parameters stay the last finite ones: updates became no-ops.
+    # Its parameters are finite: those of its last evaluation; updates became no-ops.
     for leaf in jax.tree.leaves(run.state.params):
         assert np.isfinite(np.asarray(leaf)[1]).all()
     # Its training metrics are NaN from then on; the other seed's stay finite throughout.

@@ -160,39 +160,55 @@ def initial_health(n_seeds: int) -> dict[str, jax.Array]:
     }
 
 
-def _guarded(agent: Any, names: list[str]) -> Callable:
-    """``agent.iteration`` with divergence frozen out: once an iteration leaves a seed's
-    parameters or a training metric NaN or infinite, the seed keeps its last finite
-    parameters (its updates become no-ops), its training metrics read NaN, and its health
-    records where, and what, diverged first (the first of ``names`` that was not finite).
+def _diverged(health: dict[str, jax.Array], bad: jax.Array, i: jax.Array) -> dict:
+    """``health`` once the checks ``bad`` (one flag per name of :func:`watched_metrics`)
+    were made at iteration ``i``: the first failure is recorded, later ones are not."""
+    first = bad.any() & ~health["diverged"]
+    return {
+        "diverged": health["diverged"] | bad.any(),
+        "iteration": jnp.where(first, i, health["iteration"]),
+        "metric": jnp.where(first, jnp.argmax(bad).astype(jnp.int32), health["metric"]),
+    }
 
-    The check reduces the parameters once per iteration and selects between two copies of
-    them, a small cost next to an update (measured in PERFORMANCE_REPORT.md); the rest of
-    the state goes on (environment, storage), so the seed still steps like the others."""
 
-    def guarded(i, state, health, env):
-        new, metrics = agent.iteration(state, env)
-        finite = [jnp.isfinite(metrics[k]).all() for k in names[:-1]]
-        params = [x for x in jax.tree.leaves(new.params) if jnp.issubdtype(x.dtype, jnp.inexact)]
-        finite.append(jnp.all(jnp.stack([jnp.isfinite(x).all() for x in params])))
-        bad = ~jnp.stack(finite)
-        first = bad.any() & ~health["diverged"]
-        health = {
-            "diverged": health["diverged"] | bad.any(),
-            "iteration": jnp.where(first, i, health["iteration"]),
-            "metric": jnp.where(first, jnp.argmax(bad).astype(jnp.int32), health["metric"]),
-        }
-        kept = jax.tree.map(
-            lambda old, fresh: jnp.where(health["diverged"], old, fresh), state.params, new.params
-        )
+def _checked(agent: Any, names: list[str]) -> Callable:
+    """``agent.iteration`` with its training metrics checked: the first that is NaN or
+    infinite marks the seed diverged in its health, and a diverged seed's metrics read NaN.
+
+    Only the metrics (scalars) are checked at every iteration, at no measurable cost; the
+    parameters are checked, and a diverged seed's reset, once per segment (see
+    :func:`_segment_program`). A loss is computed from the parameters, so parameters gone
+    NaN show in the next iteration's metrics."""
+
+    def checked(i, state, health, env):
+        state, metrics = agent.iteration(state, env)
+        bad = jnp.stack([~jnp.isfinite(metrics[k]).all() for k in names[:-1]] + [False])
+        health = _diverged(health, bad, i)
         metrics = metrics | {
             k: jnp.where(health["diverged"], jnp.nan, metrics[k])
             for k in names[:-1]
             if jnp.issubdtype(metrics[k].dtype, jnp.inexact)
         }
-        return agent.with_params(new, kept), metrics, health
+        return state, metrics, health
 
-    return guarded
+    return checked
+
+
+def _frozen(
+    agent: Any, state: Any, start_params: Any, health: dict, names: list[str], last: jax.Array
+) -> tuple[Any, dict]:
+    """The state and health at a segment's end: parameters that are not finite mark the
+    seed diverged (at the segment's ``last`` iteration, under ``params``), and a diverged
+    seed's parameters go back to ``start_params``, those it began the segment with: the
+    parameters of its last evaluation before it diverged. Its updates are no-ops from then
+    on, at the cost of one check and one select of the parameters per segment."""
+    params = [x for x in jax.tree.leaves(state.params) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    finite = jnp.stack([jnp.isfinite(x).all() for x in params]).all()
+    health = _diverged(health, jnp.zeros(len(names), bool).at[-1].set(~finite), last)
+    kept = jax.tree.map(
+        lambda old, new: jnp.where(health["diverged"], old, new), start_params, state.params
+    )
+    return agent.with_params(state, kept), health
 
 
 def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callable:
@@ -208,14 +224,17 @@ def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callab
     iterations is two loops, and a warm-up iteration computes no update: a per-seed
     condition would compute both branches under the vmap.
 
-    Learning iterations are guarded against divergence (:func:`_guarded`): a seed that
-    diverged keeps its parameters, and its evaluations are NaN from then on.
+    Divergence is checked (:func:`_checked`, :func:`_frozen`): a seed that diverged keeps
+    the parameters of its last evaluation before, and its metrics and evaluations read NaN
+    from then on.
     """
 
     def segment(state, health, eval_key, first, n_iterations):
         _, metric_shapes = jax.eval_shape(lambda s: agent.iteration(s, train_env), state)
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
-        learn_step = _guarded(agent, watched_metrics(metric_shapes))
+        names = watched_metrics(metric_shapes)
+        learn_step = _checked(agent, names)
+        start_params = state.params
 
         def warm(_, carry):
             state, sums, health = carry
@@ -235,6 +254,7 @@ def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callab
             n_warmup = jnp.clip(agent.warmup_iterations - first, 0, n_iterations)
             carry = jax.lax.fori_loop(0, n_warmup, warm, carry)
         state, sums, health = jax.lax.fori_loop(n_warmup, n_iterations, learn, carry)
+        state, health = _frozen(agent, state, start_params, health, names, first + n_iterations - 1)
         outputs = {"sums": sums, "learning_iterations": n_iterations - n_warmup}
         if eval_env is not None:
             returns, lengths = run_episodes(

@@ -43,8 +43,8 @@ class TrainResult:
         log_dir: the run directory, when the run was logged.
         diverged: the seeds whose parameters or a training metric became NaN or infinite,
             each as ``{"seed", "timestep", "metric"}`` (the first non-finite one; ``params``
-            for the parameters). Such a seed was frozen from that iteration on: its
-            parameters are the last finite ones, and its evaluations NaN.
+            for the parameters). Such a seed was frozen from there on: its parameters are
+            those of its last evaluation before, and its metrics and evaluations NaN.
     """
 
     agent: Any
