@@ -131,10 +131,13 @@ def test_an_interrupt_finishes_the_segment_in_flight_and_checkpoints_it(
 
 
 def test_resume_refuses_another_run_or_another_version(tmp_path, reference, monkeypatch):
+    """Also: a run directory leads resume to checkpoints given another dir."""
     config = LoggingConfig(log_frequency=FREQUENCY, log_dir=tmp_path, run_name="r")
-    checkpoint = CheckpointConfig(every=5, keep=1)
+    checkpoint = CheckpointConfig(every=5, keep=1, dir=tmp_path / "elsewhere")
     small_ppo().train(seed=SEEDS, n_timesteps=STEPS, logging_config=config, checkpoint=checkpoint)
     run = tmp_path / "r"
+    # The run directory leads to checkpoints kept elsewhere.
+    assert_same_run(ajax.resume(run), reference)
     with pytest.raises(ValueError, match=r"another run \(hyperparameters: checkpoint"):
         ajax.resume(run, agent=PPO(env_id="CartPole-v1", n_envs=2, n_steps=16, gamma=0.9))
     with pytest.raises(ValueError, match=r"another run \(n_envs: checkpoint 2, given 4"):

@@ -19,6 +19,7 @@ Orbax is imported only by a run that checkpoints: it takes seconds to import.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -163,11 +164,17 @@ class Checkpoint:
 
 def latest_checkpoint(path: str | Path) -> Checkpoint:
     """The latest complete checkpoint under ``path``: a checkpoint directory, or a run
-    directory whose ``checkpoints/`` holds them."""
+    directory (whose ``checkpoints/`` holds them, or whose ``config.json`` says where)."""
     import orbax.checkpoint as ocp
 
     path = Path(path).expanduser().absolute()
-    directory = path / "checkpoints" if _complete_steps(path / "checkpoints") else path
+    directory = path
+    if _complete_steps(path / "checkpoints"):
+        directory = path / "checkpoints"
+    elif (path / "config.json").is_file():
+        # A run directory whose checkpoints went elsewhere (CheckpointConfig(dir=...)).
+        checkpoint = json.loads((path / "config.json").read_text()).get("checkpoint")
+        directory = Path(checkpoint["dir"]) if checkpoint else path
     steps = _complete_steps(directory)
     if not steps:
         raise FileNotFoundError(
