@@ -556,12 +556,17 @@ def _run(
     if logging is not None:
         # Before compiling: a log directory that cannot be written fails the run at once. A
         # resumed run's logs are rewritten from the checkpoint's summaries.
-        writer = LogWriter(
-            LoggingConfig(**logging),
-            Path(run_config["log_dir"]),
-            run_config,
-            [row for t, summary in history for row in rows(t, summary)],
-        )
+        try:
+            writer = LogWriter(
+                LoggingConfig(**logging),
+                Path(run_config["log_dir"]),
+                run_config,
+                [row for t, summary in history for row in rows(t, summary)],
+            )
+        except BaseException:
+            if checkpointer is not None:
+                checkpointer.close()
+            raise
 
     total = plan.n_iterations * plan.steps_per_iteration
 
