@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import ajax
 from ajax import PPO, LoggingConfig
 
 from .tensorboard_reader import read_scalars
@@ -187,3 +188,28 @@ def test_a_signal_stops_a_run_with_every_recorded_row_written(tmp_path, signame,
     ]
     assert sorted({r["timestep"] for r in rows}) == recorded
     assert len(rows) == 2 * len(recorded)
+
+
+def test_a_ctrl_c_that_native_code_swallows_still_stops_the_run(tmp_path):
+    """A KeyboardInterrupt raised inside native code can be cleared there, and the run went
+    on to its end (seen once under load). Here the progress callback swallows it, as such
+    code would: the run still stops at the end of that segment, with every row written."""
+    import os
+    import signal
+    import time
+
+    def swallow_a_ctrl_c(done, total, means):
+        if done == 64:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)  # the handler raises in here
+            except KeyboardInterrupt:
+                pass
+
+    config = LoggingConfig(log_frequency=64, log_dir=tmp_path, run_name="swallowed")
+    with pytest.raises(ajax.RunInterrupted, match=r"\(Ctrl-C\) after 64 of 640 steps"):
+        PPO(env_id="CartPole-v1", n_envs=2, n_steps=16).train(
+            seed=[0, 1], n_timesteps=640, logging_config=config, progress=swallow_a_ctrl_c
+        )
+    rows = (tmp_path / "swallowed" / "metrics.jsonl").read_text().splitlines()
+    assert len(rows) == 2

@@ -353,21 +353,35 @@ class RunInterrupted(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
+def _interrupts() -> Iterator[list[str]]:
     """Within the block, SIGTERM (a scheduler's pre-emption, ``kill``) interrupts the main
-    thread as Ctrl-C does, so that the run's cleanup runs; elsewhere it is left alone."""
+    thread as Ctrl-C does, so that the run's cleanup runs; elsewhere it is left alone.
+
+    Both signals are also recorded in the list the block gets, which the run checks after
+    every segment: a ``KeyboardInterrupt`` raised while the main thread is inside native
+    code can be cleared there (a run under load once went on to its end after Ctrl-C), and
+    the record still stops the run. SIGINT is taken over only from Python's default handler,
+    so a handler of the user's, or SIGINT ignored, is kept.
+    """
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield []
         return
+    received: list[str] = []
 
     def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        received.append(name)
+        raise KeyboardInterrupt("" if signum == signal.SIGINT else name)
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    signals = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signals.append(signal.SIGINT)
+    previous = {s: signal.signal(s, interrupt) for s in signals}
     try:
-        yield
+        yield received
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def train(
@@ -610,7 +624,7 @@ def _run(
     lengths = plan.segment_lengths
     segments_done = 0 if start is None else start.step
     saved = segments_done
-    with _sigterm_interrupts():
+    with _interrupts() as received:
         try:
             start_s = time.perf_counter()
             programs = lower_run(agent, seeds, plan, num_episode_test, logging is not None)
@@ -667,6 +681,8 @@ def _run(
                 if checkpointer is not None and segments_done % checkpointer.every == 0:
                     save(segments_done, (state, health))
                     saved = segments_done
+                if received:  # an interrupt whose exception native code swallowed
+                    raise KeyboardInterrupt("" if received[0] == "SIGINT" else received[0])
         except KeyboardInterrupt as interrupt:
             done = history[-1][0] if history else 0
             where = f"its rows are in {writer.directory}" if writer else "it logged nothing"
