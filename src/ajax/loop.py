@@ -30,6 +30,7 @@ import numpy as np
 
 from ajax import _program_cache
 from ajax._version import __version__
+from ajax._xla import compiler_options
 from ajax.buffers import EpisodeStore, ReplayBuffer
 from ajax.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ajax.checkpoint import (
@@ -629,8 +630,9 @@ def _run(
             start_s = time.perf_counter()
             programs = lower_run(agent, seeds, plan, num_episode_test, logging is not None)
             # A resumed run starts from its checkpoint, and compiles no initialisation.
-            init = programs.init.compile() if start is None else None
-            segment = programs.segment.compile()
+            options = compiler_options(agent)
+            init = programs.init.compile(options) if start is None else None
+            segment = programs.segment.compile(options)
             keys, eval_keys = programs.keys, programs.eval_keys
             compile_s = time.perf_counter() - start_s
 

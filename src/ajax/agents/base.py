@@ -132,6 +132,10 @@ class Agent(abc.ABC):
     action_spaces: ClassVar[tuple[type, ...]] = (Discrete, Box)
     #: Environment copies per seed when the user does not say.
     default_n_envs: ClassVar[int] = 1
+    #: Whether XLA may hand this agent's matrix products to YNNPACK on the CPU (its
+    #: default). Off: Eigen measured faster for batched updates; AVG, whose every product is
+    #: a vector-matrix product, turns it on (:mod:`ajax._xla`).
+    ynnpack: ClassVar[bool] = False
 
     def __init__(
         self,
