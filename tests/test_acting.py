@@ -12,6 +12,7 @@ from ajax.envs import Discrete
 from ajax.envs.wrappers import copies
 
 from .probes import ActionReward, TwoStep
+from .states import initial_state
 
 
 def _cursor(env, key, carry=()):
@@ -99,7 +100,7 @@ AGENTS = [
 
 def test_apg_has_the_surface_of_an_agent_without_a_value():
     agent = APG(env_id="ajax/PendulumTracking-v0", n_envs=2)
-    state = jax.jit(lambda k: agent.init(k, agent.env_copies(2), 1))(jax.random.key(0))
+    state, _ = initial_state(agent, 2)
     obs = jnp.ones((5, 7))
     dist = agent.policy(state.params, obs)
     action, carry = agent.act(state.params, obs, (), jax.random.key(2), deterministic=True)
@@ -115,7 +116,7 @@ def test_apg_has_the_surface_of_an_agent_without_a_value():
 )
 def test_one_public_surface_over_full_params(agent_class, env, options):
     agent = agent_class(env_id=env, **options)
-    state = jax.jit(lambda k: agent.init(k, agent.env_copies(agent.n_envs), 1))(jax.random.key(0))
+    state, _ = initial_state(agent)
     obs = jnp.ones((5, 1))
     dist = agent.policy(state.params, obs)
     mode, sample = dist.mode(), dist.sample(jax.random.key(1))

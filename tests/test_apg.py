@@ -12,13 +12,9 @@ from ajax.envs.wrappers import RunningMoments
 from ajax.loop import init_program, seed_keys
 from ajax.result import TrainResult
 
+from .states import initial_state
+
 TASK = "ajax/PendulumTracking-v0"
-
-
-def _start(agent, key=0):
-    env = agent.env_copies(agent.n_envs)
-    state = jax.jit(lambda k: agent.init(k, env, 1))(jax.random.key(key))
-    return env, state
 
 
 def test_policy_gradient_of_a_two_step_rollout_matches_finite_differences():
@@ -26,7 +22,7 @@ def test_policy_gradient_of_a_two_step_rollout_matches_finite_differences():
         # Without observation normalisation: its statistics move with the parameters under a
         # finite difference but, by design, pass no gradient (tested below).
         agent = APG(env_id=TASK, n_envs=3, horizon=2, normalize_observations=False)
-        env, state = _start(agent)
+        state, env = initial_state(agent)
         params = jax.tree.map(lambda x: x.astype(jnp.float64), state.params)
         key = jax.random.key(1)
 
@@ -63,8 +59,8 @@ def central_difference(f, leaves, direction, tree, eps=1e-6):
 
 def test_a_reward_beyond_the_window_has_no_gradient():
     agent = APG(env_id=TASK, n_envs=2, horizon=4)
-    env, state = _start(agent)
-    other = _start(agent, key=7)[1].params
+    state, env = initial_state(agent)
+    other = initial_state(agent, seed=7)[0].params
     key1, key2 = jax.random.split(jax.random.key(3))
 
     def second_window_loss(first_params, cut):

@@ -10,6 +10,7 @@ from ajax import APO
 from ajax.acting import Transition
 
 from .probes import ActionReward, ConstantReward
+from .states import initial_state
 
 
 def _reference(reward, value, next_value, terminated, truncated, rho, b, gamma, lam, nu):
@@ -36,7 +37,7 @@ def test_differential_advantages_match_a_numpy_reference():
     terminated, truncated = np.zeros(shape, bool), np.zeros(shape, bool)
     terminated[2, 0] = True  # copy 0's episode ends by termination: no bootstrap
     truncated[3, 1] = True  # copy 1's by the time limit: bootstraps from its final obs
-    state = jax.jit(lambda k: agent.init(k, agent.env_copies(2), 10))(jax.random.key(0))
+    state, _ = initial_state(agent, 2, 10)
     c = agent.config
     # The first rollout sets rho and b to its means; later ones move them by alpha.
     rho, b = reward.mean(), value.mean()

@@ -9,13 +9,14 @@ import pytest
 from ajax import ASAC
 
 from .probes import ContinuingReward
+from .states import initial_state
 
 SMALL = dict(hidden_sizes=(32, 32), batch_size=32, buffer_size=512, learning_starts=64)
 
 
 def test_target_against_a_hand_computation():
     agent = ASAC(env_id="Pendulum-v1", reward_rate_step=0.1, **SMALL)
-    state = agent.init(jax.random.key(0), agent.env_copies(1), 10)
+    state, _ = initial_state(agent, 1, 10)
     learner = state.learner
     learner = learner.replace(params=learner.params | {"reward_rate": jnp.float32(0.3)})
     key = jax.random.key(1)

@@ -11,6 +11,8 @@ from ajax import AVG
 from ajax.acting import actor_step
 from ajax.agents.avg import TDErrorScaler
 
+from .states import initial_state
+
 
 class _NumpyStats:
     """Welford's mean and population variance, 0 before any sample (the reference's
@@ -77,7 +79,7 @@ def test_sigma_matches_a_numpy_port_of_the_reference():
 
 def test_penultimate_features_have_unit_norm():
     agent = AVG(env_id="Pendulum-v1", hidden_sizes=(32, 32))
-    state = agent.init(jax.random.key(0), agent.env_copies(1), 1)
+    state, _ = initial_state(agent, 1)
     obs = 10.0 * jax.random.normal(jax.random.key(1), (16, 3))
     inputs = {"actor": obs, "critic": jnp.concatenate([obs, jnp.ones((16, 1))], -1)}
     for name, network in (("actor", agent.actor), ("critic", agent.critic)):
@@ -121,10 +123,9 @@ def _hand_gradients(agent, env, state):
 
 def test_two_updates_are_adam_steps_with_no_momentum():
     agent = AVG(env_id="Pendulum-v1", hidden_sizes=(16, 16))
-    env = agent.env_copies(1)
+    first, env = initial_state(agent, 1, 2)
     iterate = jax.jit(lambda state: agent.iteration(state, env)[0])
     by_hand = jax.jit(lambda state: _hand_gradients(agent, env, state))
-    first = agent.init(jax.random.key(0), env, 2)
     second = iterate(first)
     third = iterate(second)
     g1, g2 = by_hand(first), by_hand(second)

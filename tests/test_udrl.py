@@ -11,6 +11,8 @@ from ajax.acting import Transition
 from ajax.agents.udrl import command_targets
 from ajax.buffers import Episodes, EpisodeStore
 
+from .states import initial_state
+
 
 @pytest.fixture(scope="module")
 def agent():
@@ -44,7 +46,7 @@ def test_commands_come_from_the_best_episodes(agent):
 
 
 def test_finished_episodes_reach_the_store_with_their_returns_to_go(agent):
-    state = jax.jit(lambda k: agent.init(k, agent.env_copies(2), 1))(jax.random.key(0))
+    state, _ = initial_state(agent, 2)
     obs = jnp.arange(8.0).reshape(2, 4)
     store, recording = state.store, state.recording
     for t, done in enumerate([(False, False), (False, False), (True, False)]):
