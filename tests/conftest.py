@@ -1,7 +1,5 @@
 """Shared fixtures. Tests run on the CPU with a compile cache of their own, so they neither
-read nor fill the user's cache: one per test session, shared by pytest-xdist's workers, so
-that a program two workers both build is compiled once (the concurrent use of one cache is
-itself tested in test_cache_faults). Runs that several tests inspect are trained once.
+read nor fill the user's cache; runs that several tests inspect are trained once.
 
 The learning tests take their seeds from the ``seeds`` fixture and check their bars through
 the ``bar`` fixture, so that ``benchmarks/learning_robustness.py`` can rerun them on other
@@ -13,11 +11,7 @@ import os
 import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ["AJAX_JAX_COMPILE_CACHE_DIR"] = (
-    os.path.join(tempfile.gettempdir(), "ajax-test-cache-" + os.environ["PYTEST_XDIST_TESTRUNUID"])
-    if "PYTEST_XDIST_TESTRUNUID" in os.environ
-    else tempfile.mkdtemp(prefix="ajax-test-cache-")
-)
+os.environ["AJAX_JAX_COMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="ajax-test-cache-")
 
 import numpy as np
 import pytest

@@ -104,8 +104,8 @@ def test_a_segment_that_never_returns_stops_the_run(tmp_path, monkeypatch, capfd
         calls = []
 
         class Hanging:
-            def compile(self):
-                compiled = programs.segment.compile()
+            def compile(self, options=None):
+                compiled = programs.segment.compile(options)
 
                 def run(*args):
                     calls.append(1)

@@ -4,11 +4,11 @@ On the CPU, the XLA of jaxlib 0.10 hands matrix products (and some element-wise 
 fusions) to YNNPACK by default, and the rest to Eigen and its own code generator. For the
 batched products of the agents' updates (a minibatch through a 256x256 layer, ten critics at
 once for REDQ) Eigen measured faster on a 2-core AVX2 machine: REDQ's 20 critic updates took
-25% less time, DQN executed 55% faster, TD3 16%, PQN 11% (PERFORMANCE_REPORT.md, "YNNPACK
-against Eigen"). For one-sample updates (AVG: a batch of one, so every product is a
-vector-matrix product) YNNPACK was faster by a third. So each agent says whether its products
-go to YNNPACK (:attr:`ajax.agents.base.Agent.ynnpack`, off by default) and its programs are
-compiled with that.
+a quarter less time, and DQN executed 55% faster, PPO 35%, TD3 17%, PQN 9%, SAC 6%
+(PERFORMANCE_REPORT.md, "YNNPACK against Eigen"). For one-sample updates (AVG: a batch of
+one, so every product is a vector-matrix product) AVG ran a third slower without YNNPACK. So
+each agent says whether its products go to YNNPACK (:attr:`ajax.agents.base.Agent.ynnpack`,
+off by default) and its programs are compiled with that.
 
 The option is per compile, so nothing else in the process changes. It is left alone where
 the user's ``XLA_FLAGS`` names it already, off the CPU, and where this jaxlib does not know it.
