@@ -353,6 +353,12 @@ class RunInterrupted(KeyboardInterrupt):
     that catches Ctrl-C catches it too."""
 
 
+def _keyboard_interrupt(signal_name: str) -> KeyboardInterrupt:
+    """The interrupt a signal raises: Ctrl-C's says nothing more, as Python's own; others
+    name their signal."""
+    return KeyboardInterrupt("" if signal_name == "SIGINT" else signal_name)
+
+
 @contextlib.contextmanager
 def _interrupts() -> Iterator[list[str]]:
     """Within the block, SIGTERM (a scheduler's pre-emption, ``kill``) interrupts the main
@@ -370,9 +376,8 @@ def _interrupts() -> Iterator[list[str]]:
     received: list[str] = []
 
     def interrupt(signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
-        received.append(name)
-        raise KeyboardInterrupt("" if signum == signal.SIGINT else name)
+        received.append(signal.Signals(signum).name)
+        raise _keyboard_interrupt(received[-1])
 
     signals = [signal.SIGTERM]
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -684,7 +689,7 @@ def _run(
                     save(segments_done, (state, health))
                     saved = segments_done
                 if received:  # an interrupt whose exception native code swallowed
-                    raise KeyboardInterrupt("" if received[0] == "SIGINT" else received[0])
+                    raise _keyboard_interrupt(received[0])
         except KeyboardInterrupt as interrupt:
             done = history[-1][0] if history else 0
             where = f"its rows are in {writer.directory}" if writer else "it logged nothing"
