@@ -1,21 +1,28 @@
-"""The XLA options each agent's programs are compiled with (ajax._xla)."""
+"""How each agent's programs are lowered and compiled (ajax._xla)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src.interpreters import mlir
+from jax.extend.random import threefry2x32_p
 
+import ajax.loop
 from ajax import AVG, DQN, PPO, LoggingConfig, evaluate
-from ajax._xla import YNN_FUSIONS, compiler_options
+from ajax._xla import BACKEND_OPT_LEVEL, YNN_FUSIONS, compiler_options, unrolled_threefry
 
 NO_YNNPACK = {YNN_FUSIONS: ""}
+ONCE = {YNN_FUSIONS: "", BACKEND_OPT_LEVEL: 0}
 
 
 def test_agents_turn_ynnpack_off_but_avg_and_a_user_choice_wins(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     assert compiler_options(DQN(env_id="CartPole-v1")) == NO_YNNPACK
     assert compiler_options(AVG(env_id="Pendulum-v1")) is None
-    monkeypatch.setenv("XLA_FLAGS", f"--{YNN_FUSIONS}=+dot")
+    assert compiler_options(DQN(env_id="CartPole-v1"), runs_once=True) == ONCE
+    assert compiler_options(AVG(env_id="Pendulum-v1"), runs_once=True) == {BACKEND_OPT_LEVEL: 0}
+    monkeypatch.setenv("XLA_FLAGS", f"--{YNN_FUSIONS}=+dot --{BACKEND_OPT_LEVEL}=3")
     assert compiler_options(DQN(env_id="CartPole-v1")) is None
+    assert compiler_options(DQN(env_id="CartPole-v1"), runs_once=True) is None
 
 
 def test_the_option_takes_products_from_ynnpack():
@@ -26,10 +33,36 @@ def test_the_option_takes_products_from_ynnpack():
     assert "__ynn_fusion" not in lowered.compile(NO_YNNPACK).as_text()
 
 
+def _loops(fn, *args) -> int:
+    return jax.jit(fn).lower(*args).compile().as_text().count(" while(")
+
+
+def test_threefry_is_unrolled_in_the_block_alone_and_draws_the_same_numbers():
+    def draws(key):
+        keys = jax.random.split(key, 3)
+        return jax.random.normal(keys[0], (5,)), jax.random.bits(keys[1], (4,)), keys[2]
+
+    key = jax.random.PRNGKey(7)
+    # The premise: JAX lowers the hash for the CPU as a loop.
+    assert _loops(lambda k: jax.random.split(k, 3), key) > 0
+    rolled = jax.jit(draws)(key)
+    with unrolled_threefry():
+        assert _loops(lambda k: jax.random.split(k, 4), key) == 0
+        unrolled = jax.jit(lambda k: draws(k))(key)
+    for a, b in zip(rolled, unrolled, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert threefry2x32_p in mlir._platform_specific_lowerings["cpu"], "put back after"
+    assert _loops(lambda k: jax.random.split(k, 5), key) > 0
+
+
+def _unrolled_now() -> bool:
+    return threefry2x32_p not in mlir._platform_specific_lowerings["cpu"]
+
+
 def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    compiled, jitted = [], []
-    compile_, jit = jax.stages.Lowered.compile, jax.jit
+    compiled, jitted, lowered_unrolled = [], [], []
+    compile_, jit, lower_run = jax.stages.Lowered.compile, jax.jit, ajax.loop._lower_run
 
     def recorded_compile(self, compiler_options=None, **kwargs):
         compiled.append(compiler_options)
@@ -37,16 +70,32 @@ def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
 
     def recorded_jit(fun, **kwargs):
         jitted.append(kwargs.get("compiler_options"))
-        return jit(fun, **kwargs)
+        program = jit(fun, **kwargs)
+
+        def called(*args):
+            lowered_unrolled.append(_unrolled_now())
+            return program(*args)
+
+        return called
+
+    def recorded_lower_run(*args):
+        lowered_unrolled.append(_unrolled_now())
+        return lower_run(*args)
 
     agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
-    assert compiler_options(agent) == NO_YNNPACK  # and whether jaxlib takes it is known
+    # Whether jaxlib takes each option is probed (and cached) before compiles are recorded.
+    assert compiler_options(agent) == NO_YNNPACK
+    assert compiler_options(agent, runs_once=True) == ONCE
     monkeypatch.setattr(jax.stages.Lowered, "compile", recorded_compile)
+    monkeypatch.setattr(ajax.loop, "_lower_run", recorded_lower_run)
     logging = LoggingConfig(log_frequency=32, log_dir=tmp_path)
     result = agent.train(seed=0, n_timesteps=64, num_episode_test=1, logging_config=logging)
-    # The seeds' initialisation and the segment, with its evaluation.
-    assert compiled == [NO_YNNPACK, NO_YNNPACK]
+    # The seeds' initialisation (run once), and the segment with its evaluation.
+    assert compiled == [ONCE, NO_YNNPACK]
     monkeypatch.setattr(jax, "jit", recorded_jit)
     evaluate(result, num_episodes=1)
     result.act(np.zeros(4, np.float32))
     assert jitted == [NO_YNNPACK, NO_YNNPACK]
+    # The run's programs, evaluate's and act's were each lowered with Threefry unrolled.
+    assert lowered_unrolled == [True, True, True]
+    assert not _unrolled_now()

@@ -30,7 +30,7 @@ import numpy as np
 
 from ajax import _program_cache
 from ajax._version import __version__
-from ajax._xla import compiler_options
+from ajax._xla import compiler_options, unrolled_threefry
 from ajax.buffers import EpisodeStore, ReplayBuffer
 from ajax.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ajax.checkpoint import (
@@ -313,7 +313,15 @@ def lower_run(
 ) -> RunPrograms:
     """Lower the run's two programs, through ``jax.export`` (:mod:`ajax._program_cache`):
     a relaunch that finds them stored skips tracing. Refuses, before tracing the segment, a
-    run whose state cannot fit in memory."""
+    run whose state cannot fit in memory. Threefry is lowered unrolled
+    (:func:`ajax._xla.unrolled_threefry`)."""
+    with unrolled_threefry():
+        return _lower_run(agent, seeds, plan, num_episode_test, evaluate)
+
+
+def _lower_run(
+    agent: Any, seeds: list[int], plan: RunPlan, num_episode_test: int, evaluate: bool
+) -> RunPrograms:
     keys = seed_keys(seeds)
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
     key = _program_cache.run_key(agent, len(seeds), num_episode_test if evaluate else None)
@@ -635,9 +643,10 @@ def _run(
             start_s = time.perf_counter()
             programs = lower_run(agent, seeds, plan, num_episode_test, logging is not None)
             # A resumed run starts from its checkpoint, and compiles no initialisation.
-            options = compiler_options(agent)
-            init = programs.init.compile(options) if start is None else None
-            segment = programs.segment.compile(options)
+            init = None
+            if start is None:
+                init = programs.init.compile(compiler_options(agent, runs_once=True))
+            segment = programs.segment.compile(compiler_options(agent))
             keys, eval_keys = programs.keys, programs.eval_keys
             compile_s = time.perf_counter() - start_s
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax._version import __version__
-from ajax._xla import compiler_options
+from ajax._xla import compiler_options, unrolled_threefry
 from ajax.acting import reset_carry
 from ajax.envs.core import SEED_AXIS
 from ajax.envs.registry import is_registered
@@ -136,9 +136,11 @@ class TrainResult:
             action, c = self.agent.act(params, o, c, k, deterministic)
             return env.action_to_env(action)[0], c
 
-        action, carry = jax.jit(jax.vmap(one), compiler_options=compiler_options(self.agent))(
-            self.state.params, self.state.cursor.env_state, obs, carry, start, earned, keys
-        )
+        program = jax.jit(jax.vmap(one), compiler_options=compiler_options(self.agent))
+        with unrolled_threefry():
+            action, carry = program(
+                self.state.params, self.state.cursor.env_state, obs, carry, start, earned, keys
+            )
         return np.asarray(action), carry
 
     def save(self, path: str | Path) -> Path:
@@ -264,4 +266,5 @@ def evaluate(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.n
         return returns.mean()
 
     program = jax.jit(jax.vmap(one, axis_name=SEED_AXIS), compiler_options=compiler_options(agent))
-    return np.asarray(program(result.state, keys))
+    with unrolled_threefry():
+        return np.asarray(program(result.state, keys))
