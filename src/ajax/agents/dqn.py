@@ -202,9 +202,12 @@ class DQN(QLearningAgent, ReplayAgent):
             step = jax.tree.map(lambda d: -lr * d, direction)
             return (optax.apply_updates(params, step), new_opt_state), (loss, q)
 
-        key, *keys = jax.random.split(state.key, c.gradient_steps + 1)
+        # One split, sliced as arrays: unpacked into a list of keys, each key is its own slice,
+        # which XLA sinks through the (unrolled) hash into one copy of it per key.
+        keys = jax.random.split(state.key, c.gradient_steps + 1)
+        key, step_keys = keys[0], keys[1:]
         (params, opt_state), (loss, q) = jax.lax.scan(
-            gradient_step, (state.params, state.opt_state), jnp.stack(keys)
+            gradient_step, (state.params, state.opt_state), step_keys
         )
         state = state.replace(
             params=params,
