@@ -132,10 +132,8 @@ class Agent(abc.ABC):
     action_spaces: ClassVar[tuple[type, ...]] = (Discrete, Box)
     #: Environment copies per seed when the user does not say.
     default_n_envs: ClassVar[int] = 1
-    #: Whether XLA may hand this agent's matrix products to YNNPACK on the CPU (its
-    #: default). Off: Eigen measured faster for batched updates; AVG, whose every product is
-    #: a vector-matrix product, turns it on (:mod:`ajax._xla`).
-    ynnpack: ClassVar[bool] = False
+    #: The widest hidden layer whose products go to YNNPACK on the CPU (see :attr:`ynnpack`).
+    ynnpack_max_width: ClassVar[int] = 64
 
     def __init__(
         self,
@@ -199,6 +197,15 @@ class Agent(abc.ABC):
     @property
     def steps_per_iteration(self) -> int:
         return self.n_envs
+
+    @property
+    def ynnpack(self) -> bool:
+        """Whether XLA may hand this agent's matrix products to YNNPACK on the CPU (its
+        default) rather than Eigen (:mod:`ajax._xla`): for networks no wider than
+        :attr:`ynnpack_max_width` units. On 2 cores, YNNPACK ran PPO and PQN with 64-unit
+        layers 7-20% faster, at 1 seed and 8; Eigen ran the 256-unit updates of DQN, PQN,
+        SAC, TD3 and REDQ 6-55% faster (PERFORMANCE_REPORT.md, "YNNPACK against Eigen")."""
+        return max(self.config.hidden_sizes, default=0) <= self.ynnpack_max_width
 
     def wrap_env(self, env: Env) -> Env:
         return env
