@@ -7,17 +7,20 @@ from jax._src.interpreters import mlir
 from jax.extend.random import threefry2x32_p
 
 import ajax.loop
-from ajax import AVG, DQN, PPO, LoggingConfig, evaluate
+from ajax import AVG, DQN, PPO, PQN, LoggingConfig, evaluate
 from ajax._xla import BACKEND_OPT_LEVEL, YNN_FUSIONS, compiler_options, unrolled_threefry
 
 NO_YNNPACK = {YNN_FUSIONS: ""}
 ONCE = {YNN_FUSIONS: "", BACKEND_OPT_LEVEL: 0}
 
 
-def test_agents_turn_ynnpack_off_but_avg_and_a_user_choice_wins(monkeypatch):
+def test_ynnpack_is_off_for_wide_networks_but_avgs_and_a_user_choice_wins(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    assert compiler_options(DQN(env_id="CartPole-v1")) == NO_YNNPACK
-    assert compiler_options(AVG(env_id="Pendulum-v1")) is None
+    assert compiler_options(DQN(env_id="CartPole-v1")) == NO_YNNPACK  # 256 units
+    assert compiler_options(PQN(env_id="CartPole-v1", hidden_sizes=(64, 128))) == NO_YNNPACK
+    assert compiler_options(PQN(env_id="CartPole-v1", hidden_sizes=(64, 64))) is None
+    assert compiler_options(PPO(env_id="CartPole-v1")) is None  # 64 units
+    assert compiler_options(AVG(env_id="Pendulum-v1")) is None  # 256 units, a batch of one
     assert compiler_options(DQN(env_id="CartPole-v1"), runs_once=True) == ONCE
     assert compiler_options(AVG(env_id="Pendulum-v1"), runs_once=True) == {BACKEND_OPT_LEVEL: 0}
     monkeypatch.setenv("XLA_FLAGS", f"--{YNN_FUSIONS}=+dot --{BACKEND_OPT_LEVEL}=3")
@@ -82,7 +85,7 @@ def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
         lowered_unrolled.append(_unrolled_now())
         return lower_run(*args)
 
-    agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
+    agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16, hidden_sizes=(128,))
     # Whether jaxlib takes each option is probed (and cached) before compiles are recorded.
     assert compiler_options(agent) == NO_YNNPACK
     assert compiler_options(agent, runs_once=True) == ONCE
