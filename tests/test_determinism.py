@@ -12,13 +12,20 @@ def agent():
     return PPO(env_id="CartPole-v1", n_envs=4, n_steps=32)
 
 
+@pytest.fixture(scope="module")
+def three_seeds(agent, tmp_path_factory):
+    """Seeds 0-2 in one logged run, which the first two tests compare with other runs."""
+    config = LoggingConfig(log_frequency=2048, log_dir=tmp_path_factory.mktemp("runs"))
+    return agent.train(seed=[0, 1, 2], n_timesteps=6144, logging_config=config)
+
+
 def _leaves(state, index):
     return [np.asarray(x[index]) for x in jax.tree.leaves(state)]
 
 
-def test_same_seed_gives_identical_runs(agent, tmp_path):
+def test_same_seed_gives_identical_runs(agent, three_seeds, tmp_path):
     config = LoggingConfig(log_frequency=2048, log_dir=tmp_path)
-    first = agent.train(seed=[0, 1, 2], n_timesteps=6144, logging_config=config)
+    first = three_seeds
     second = agent.train(seed=[0, 1, 2], n_timesteps=6144, logging_config=config)
     np.testing.assert_array_equal(
         first.evaluations["episode_return"], second.evaluations["episode_return"]
@@ -27,9 +34,9 @@ def test_same_seed_gives_identical_runs(agent, tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
-def test_seed_in_a_batch_runs_as_alone(agent, tmp_path):
+def test_seed_in_a_batch_runs_as_alone(agent, three_seeds, tmp_path):
     config = LoggingConfig(log_frequency=2048, log_dir=tmp_path)
-    batch = agent.train(seed=[0, 1, 2], n_timesteps=6144, logging_config=config)
+    batch = three_seeds
     alone = agent.train(seed=1, n_timesteps=6144, logging_config=config)
     # Seed 1 draws the same keys in both runs, so it acts the same: every training episode
     # and every evaluation episode is identical.

@@ -1,0 +1,99 @@
+"""Threefry rolled (JAX's CPU lowering) against unrolled (``ajax._xla.unrolled_threefry``):
+each agent's two programs lowered and compiled both ways in one process, then executed once
+over the whole budget, the order alternating round by round.
+
+    JAX_PLATFORMS=cpu python benchmarks/threefry_ab.py --seeds 8 [--agents PPO DQN]
+        [--rounds 2] [--out benchmarks/threefry_ab.jsonl]
+
+The settings are the goals' against rejax (``agent_bench.py --goals``): 4 copies per seed,
+rejax's networks and schedule where they differ from Ajax's defaults, rejax's default
+replay buffer, the replay agents learning from step 1,000, PPO and PQN 100k steps per seed,
+DQN, SAC and TD3 10k. The compile cache is off. Figures per side: lowering (tracing and
+exporting both programs), the XLA compile of each, and the segment's execution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import time
+from datetime import UTC, datetime
+
+os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
+
+import jax
+import jax.numpy as jnp
+from agent_bench import GOAL_BUDGETS, N_ENVS, PEERS, REJAX_BUFFER, REPLAY_AGENTS, TASKS
+from records import emit
+
+import ajax
+from ajax import loop
+from ajax._xla import compiler_options, unrolled_threefry
+
+SIDES = {"rolled": contextlib.nullcontext, "unrolled": unrolled_threefry}
+
+
+def trial(name: str, side: str, n_seeds: int) -> dict[str, float]:
+    env_id, settings = TASKS[name]
+    settings = (settings or {}) | (PEERS["rejax"][name].overrides or {})
+    if name in REPLAY_AGENTS:
+        settings |= {"buffer_size": REJAX_BUFFER}
+    agent = getattr(ajax, name)(env_id=env_id, n_envs=N_ENVS, **settings)
+    plan = loop.plan_run(agent, GOAL_BUDGETS[name], None)
+    start = time.perf_counter()
+    with SIDES[side]():
+        programs = loop._lower_run(agent, list(range(n_seeds)), plan, 1, False)
+    lower_s = time.perf_counter() - start
+    start = time.perf_counter()
+    init = programs.init.compile(compiler_options(agent, runs_once=True))
+    init_compile_s = time.perf_counter() - start
+    start = time.perf_counter()
+    segment = programs.segment.compile(compiler_options(agent))
+    segment_compile_s = time.perf_counter() - start
+    state = jax.block_until_ready(init(programs.keys))
+    start = time.perf_counter()
+    args = (programs.health, programs.eval_keys, jnp.int32(0), jnp.int32(plan.n_iterations))
+    jax.block_until_ready(segment(state, *args))
+    execution_s = time.perf_counter() - start
+    return {
+        "lower_s": lower_s,
+        "init_compile_s": init_compile_s,
+        "segment_compile_s": segment_compile_s,
+        "execution_s": execution_s,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", nargs="+", default=list(GOAL_BUDGETS))
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    for name in args.agents:
+        rows: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
+        for round_ in range(args.rounds):
+            for side in list(SIDES)[:: 1 if round_ % 2 == 0 else -1]:
+                rows[side].append(trial(name, side, args.seeds))
+        medians = {
+            side: {k: statistics.median(r[k] for r in trials) for k in trials[0]}
+            for side, trials in rows.items()
+        }
+        emit(
+            {
+                "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+                "agent": name,
+                "seeds": args.seeds,
+                "rounds": args.rounds,
+                "jax": jax.__version__,
+                **{f"{side}_{k}": v for side, m in medians.items() for k, v in m.items()},
+                "trials": rows,
+            },
+            args.out,
+        )
+
+
+if __name__ == "__main__":
+    main()
