@@ -28,11 +28,13 @@ from records import emit
 
 import ajax
 from ajax import loop
+from ajax._xla import compiler_options
 from ajax.envs.core import SEED_AXIS
 
 
-def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate):
-    """``loop.lower_run`` as it was before the program cache: ``jax.jit`` of the programs."""
+def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_init=False):
+    """``loop.lower_run`` as it was before the program cache: ``jax.jit`` of the programs
+    (the init compiled after the segment is lowered, not during)."""
     train_env = agent.env_copies(agent.n_envs)
     eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
     init = loop.init_program(agent, train_env, plan.n_iterations)
@@ -48,13 +50,17 @@ def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate):
     )
     health = loop.initial_health(len(seeds))
     args = (jax.eval_shape(init, keys), health, eval_keys, jnp.int32(0), jnp.int32(0))
+    init_lowered = init.lower(keys)
     return loop.RunPrograms(
         keys,
         eval_keys,
         health,
         loop.watched_metrics(jax.eval_shape(segment, *args)[2]["sums"]),
-        init.lower(keys),
+        init_lowered,
         segment.lower(*args),
+        loop._compile_in_background(init_lowered, compiler_options(agent, runs_once=True))
+        if compile_init
+        else None,
     )
 
 

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from ajax.cli import main
 
 
@@ -50,6 +52,7 @@ def test_train_writes_a_complete_run_directory(tmp_path, capsys):
     assert "final eval return" in out and "run directory" in out
 
 
+@pytest.mark.slow  # two whole runs, through the command line
 def test_train_checkpoints_and_resume_continues_the_run(tmp_path, capsys):
     """--checkpoint-every saves into the run directory; --resume continues from there, and
     refuses flags that describe another run."""

@@ -82,6 +82,7 @@ _TRAIN_TWICE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # two whole runs in new processes
 def test_a_second_process_loads_the_logged_run_from_the_cache(tmp_path):
     env = os.environ | {
         "AJAX_JAX_COMPILE_CACHE_DIR": str(tmp_path / "cache"),

@@ -93,8 +93,9 @@ def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
     monkeypatch.setattr(ajax.loop, "_lower_run", recorded_lower_run)
     logging = LoggingConfig(log_frequency=32, log_dir=tmp_path)
     result = agent.train(seed=0, n_timesteps=64, num_episode_test=1, logging_config=logging)
-    # The seeds' initialisation (run once), and the segment with its evaluation.
-    assert compiled == [ONCE, NO_YNNPACK]
+    # The seeds' initialisation (run once, compiled on another thread while the segment is
+    # traced), and the segment with its evaluation.
+    assert sorted(compiled, key=len) == [NO_YNNPACK, ONCE]
     monkeypatch.setattr(jax, "jit", recorded_jit)
     evaluate(result, num_episodes=1)
     result.act(np.zeros(4, np.float32))

@@ -21,6 +21,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -306,21 +307,47 @@ class RunPrograms:
     #: ``segment(state, health, eval_keys, first, n_iterations) -> (state, health,
     #: outputs)``: iterations ``first`` to ``first + n_iterations``, any number of them.
     segment: jax.stages.Lowered
+    #: ``init`` compiled (with the options of a program that runs once) on another thread
+    #: while the segment was traced, when :func:`lower_run` was asked to; else None.
+    init_compiled: Future | None = None
 
 
 def lower_run(
-    agent: Any, seeds: list[int], plan: RunPlan, num_episode_test: int, evaluate: bool
+    agent: Any,
+    seeds: list[int],
+    plan: RunPlan,
+    num_episode_test: int,
+    evaluate: bool,
+    compile_init: bool = False,
 ) -> RunPrograms:
     """Lower the run's two programs, through ``jax.export`` (:mod:`ajax._program_cache`):
     a relaunch that finds them stored skips tracing. Refuses, before tracing the segment, a
     run whose state cannot fit in memory. Threefry is lowered unrolled
-    (:func:`ajax._xla.unrolled_threefry`)."""
+    (:func:`ajax._xla.unrolled_threefry`).
+
+    With ``compile_init``, XLA compiles the init program on another thread while the
+    segment is traced in this one: tracing is Python, holding the interpreter's lock, and
+    compiling is XLA's C++, which releases it, so on two cores or more the init's compile
+    costs no time of its own (:attr:`RunPrograms.init_compiled`)."""
     with unrolled_threefry():
-        return _lower_run(agent, seeds, plan, num_episode_test, evaluate)
+        return _lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_init)
+
+
+def _compile_in_background(lowered: jax.stages.Lowered, options: Any) -> Future:
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ajax-compile")
+    try:
+        return pool.submit(lowered.compile, options)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _lower_run(
-    agent: Any, seeds: list[int], plan: RunPlan, num_episode_test: int, evaluate: bool
+    agent: Any,
+    seeds: list[int],
+    plan: RunPlan,
+    num_episode_test: int,
+    evaluate: bool,
+    compile_init: bool,
 ) -> RunPrograms:
     keys = seed_keys(seeds)
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
@@ -332,6 +359,12 @@ def _lower_run(
     )
     state_shape = init.out_shape
     check_memory(state_shape, len(seeds))
+    init_lowered = jax.jit(init).lower(keys)
+    init_compiled = None
+    if compile_init:
+        init_compiled = _compile_in_background(
+            init_lowered, compiler_options(agent, runs_once=True)
+        )
 
     def export_segment():
         eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
@@ -350,8 +383,9 @@ def _lower_run(
         eval_keys,
         health,
         watched_metrics(segment.out_shape[2]["sums"]),
-        jax.jit(init).lower(keys),
+        init_lowered,
         jax.jit(segment, donate_argnums=0).lower(*segment_args),
+        init_compiled,
     )
 
 
@@ -641,12 +675,12 @@ def _run(
     with _interrupts() as received:
         try:
             start_s = time.perf_counter()
-            programs = lower_run(agent, seeds, plan, num_episode_test, logging is not None)
             # A resumed run starts from its checkpoint, and compiles no initialisation.
-            init = None
-            if start is None:
-                init = programs.init.compile(compiler_options(agent, runs_once=True))
+            programs = lower_run(
+                agent, seeds, plan, num_episode_test, logging is not None, start is None
+            )
             segment = programs.segment.compile(compiler_options(agent))
+            init = None if start is not None else programs.init_compiled.result()
             keys, eval_keys = programs.keys, programs.eval_keys
             compile_s = time.perf_counter() - start_s
 
