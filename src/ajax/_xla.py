@@ -2,22 +2,23 @@
 
 **Matrix products.** On the CPU, the XLA of jaxlib 0.10 hands matrix products (and some
 element-wise and reduction fusions) to YNNPACK by default, and the rest to Eigen and its own
-code generator. For the batched products of the agents' updates (a minibatch through a
-256x256 layer, ten critics at once for REDQ) Eigen measured faster on a 2-core AVX2 machine:
-REDQ's 20 critic updates took a quarter less time, and DQN executed 55% faster, PPO 35%, TD3
-17%, PQN 9%, SAC 6% (PERFORMANCE_REPORT.md, "YNNPACK against Eigen"). For one-sample updates
-(AVG: a batch of one, so every product is a vector-matrix product) AVG ran a third slower
-without YNNPACK. So each agent says whether its products go to YNNPACK
-(:attr:`ajax.agents.base.Agent.ynnpack`, off by default) and its programs are compiled with
-that. The option is per compile, so nothing else in the process changes. It is left alone
+code generator. For the batched products of updates through 256-unit layers (and ten such
+critics at once for REDQ) Eigen measured faster on a 2-core AVX2 machine: REDQ's 20 critic
+updates took a quarter less time, and DQN executed 55% faster, TD3 17%, PQN 9%, SAC 6%
+(PERFORMANCE_REPORT.md, "YNNPACK against Eigen"). Through 64-unit layers YNNPACK was the
+faster, by 7-20% for PPO and PQN; and for one-sample updates (AVG: a batch of one, so every
+product is a vector-matrix product) AVG ran a third slower without it. So an agent's
+products go to YNNPACK when its networks are narrow (:attr:`ajax.agents.base.Agent.ynnpack`)
+and its programs are compiled with that. The option is per compile, so nothing else in the process changes. It is left alone
 where the user's ``XLA_FLAGS`` names it already, off the CPU, and where this jaxlib does not
 know it.
 
 **The initialisation runs once.** The seeds' initial states are computed by a program that
-runs once per run, in about a millisecond, and whose compile took a fifth of a run's
-compile-and-warm-up (PERFORMANCE_REPORT.md, "Compile time"). It is compiled with XLA's
-backend optimisation off (:func:`compiler_options` with ``runs_once``), which halves its
-compile: the code it makes runs a few times slower, on work that takes milliseconds.
+runs once per run, in milliseconds, and whose compile took a fifth of a run's
+compile-and-warm-up (PERFORMANCE_REPORT.md, "Where PPO's compile goes"). It is compiled
+with XLA's backend optimisation off (:func:`compiler_options` with ``runs_once``), which
+halves its compile: the code it makes runs a few times slower, on work that takes
+milliseconds.
 
 **Threefry unrolled.** Every ``jax.random`` call hashes with Threefry-2x32, whose 20 rounds
 JAX lowers on the CPU as a loop of 5 iterations (to compile large programs faster), and
@@ -25,7 +26,8 @@ unrolled elsewhere. Inside the agents' programs, whose random calls are many and
 loop costs more than it saves: each iteration is a few tiny kernels plus copies of the loop's
 carry (under the seeds' vmap, about 240 copies per environment step of PPO), where the
 unrolled rounds fuse into one kernel. Lowered unrolled, the programs compiled 10-25% faster
-and PPO at 8 seeds executed 16% faster (PERFORMANCE_REPORT.md, "Threefry unrolled"). The
+and PPO at 8 seeds executed 16% faster (PERFORMANCE_REPORT.md, "Threefry unrolled, the
+initialisation at O0, YNNPACK by width"). The
 hash is the same, so every random number is too. :func:`unrolled_threefry` scopes this to
 the block Ajax lowers its programs in, so the user's own programs keep JAX's lowering.
 """
