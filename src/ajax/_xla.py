@@ -9,9 +9,9 @@ updates took a quarter less time, and DQN executed 55% faster, TD3 17%, PQN 9%, 
 faster, by 7-20% for PPO and PQN; and for one-sample updates (AVG: a batch of one, so every
 product is a vector-matrix product) AVG ran a third slower without it. So an agent's
 products go to YNNPACK when its networks are narrow (:attr:`ajax.agents.base.Agent.ynnpack`)
-and its programs are compiled with that. The option is per compile, so nothing else in the process changes. It is left alone
-where the user's ``XLA_FLAGS`` names it already, off the CPU, and where this jaxlib does not
-know it.
+and its programs are compiled with that. The option is per compile, so nothing else in the
+process changes. It is left alone where the user's ``XLA_FLAGS`` names it already, off the
+CPU, and where this jaxlib does not know it.
 
 **The initialisation runs once.** The seeds' initial states are computed by a program that
 runs once per run, in milliseconds, and whose compile took a fifth of a run's
