@@ -1,5 +1,7 @@
 """How each agent's programs are lowered and compiled (ajax._xla)."""
 
+import threading
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -64,11 +66,12 @@ def _unrolled_now() -> bool:
 
 def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    compiled, jitted, lowered_unrolled = [], [], []
+    compiled, threads, jitted, lowered_unrolled = [], [], [], []
     compile_, jit, lower_run = jax.stages.Lowered.compile, jax.jit, ajax.loop._lower_run
 
     def recorded_compile(self, compiler_options=None, **kwargs):
         compiled.append(compiler_options)
+        threads.append(threading.current_thread().name)
         return compile_(self, compiler_options, **kwargs)
 
     def recorded_jit(fun, **kwargs):
@@ -96,6 +99,8 @@ def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
     # The seeds' initialisation (run once, compiled on another thread while the segment is
     # traced), and the segment with its evaluation.
     assert sorted(compiled, key=len) == [NO_YNNPACK, ONCE]
+    on_thread = [t.startswith("ajax-compile") for t in threads]
+    assert on_thread == [options == ONCE for options in compiled], (compiled, threads)
     monkeypatch.setattr(jax, "jit", recorded_jit)
     evaluate(result, num_episodes=1)
     result.act(np.zeros(4, np.float32))

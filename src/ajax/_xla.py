@@ -27,9 +27,9 @@ loop costs more than it saves: each iteration is a few tiny kernels plus copies 
 carry (under the seeds' vmap, about 240 copies per environment step of PPO), where the
 unrolled rounds fuse into one kernel. Lowered unrolled, the programs compiled 10-25% faster
 and PPO at 8 seeds executed 16% faster (PERFORMANCE_REPORT.md, "Threefry unrolled, the
-initialisation at O0, YNNPACK by width"). The
-hash is the same, so every random number is too. :func:`unrolled_threefry` scopes this to
-the block Ajax lowers its programs in, so the user's own programs keep JAX's lowering.
+initialisation at O0, YNNPACK by width"). The hash is the same, so every random number is
+too. :func:`unrolled_threefry` scopes this to the block Ajax lowers its programs in, so the
+user's own programs keep JAX's lowering.
 """
 
 from __future__ import annotations
