@@ -44,7 +44,7 @@ def trial(name: str, side: str, n_seeds: int) -> dict[str, float]:
     plan = loop.plan_run(agent, GOAL_BUDGETS[name], None)
     start = time.perf_counter()
     with SIDES[side]():
-        programs = loop._lower_run(agent, list(range(n_seeds)), plan, 1, False)
+        programs = loop._lower_run(agent, list(range(n_seeds)), plan, 1, False, False)
     lower_s = time.perf_counter() - start
     start = time.perf_counter()
     init = programs.init.compile(compiler_options(agent, runs_once=True))

@@ -25,11 +25,12 @@ JAX lowers on the CPU as a loop of 5 iterations (to compile large programs faste
 unrolled elsewhere. Inside the agents' programs, whose random calls are many and small, the
 loop costs more than it saves: each iteration is a few tiny kernels plus copies of the loop's
 carry (under the seeds' vmap, about 240 copies per environment step of PPO), where the
-unrolled rounds fuse into one kernel. Lowered unrolled, the programs compiled 10-25% faster
-and PPO at 8 seeds executed 16% faster (PERFORMANCE_REPORT.md, "Threefry unrolled, the
-initialisation at O0, YNNPACK by width"). The hash is the same, so every random number is
-too. :func:`unrolled_threefry` scopes this to the block Ajax lowers its programs in, so the
-user's own programs keep JAX's lowering.
+unrolled rounds fuse. Lowered unrolled, the segment programs compiled 2-17% faster for PPO,
+PQN, DQN, SAC and TD3 at 1 and 8 seeds, and agent_bench's compile fell 9-21% for every agent;
+execution moved from 21% faster (DQN) to slower for PQN on 64-unit layers at one seed
+(PERFORMANCE_REPORT.md, "Threefry unrolled, the initialisation at O0, YNNPACK by width").
+The hash is the same, so every random number is too. :func:`unrolled_threefry` scopes this
+to the block Ajax lowers its programs in, so the user's own programs keep JAX's lowering.
 """
 
 from __future__ import annotations
