@@ -204,8 +204,10 @@ class Agent(abc.ABC):
         default) rather than Eigen (:mod:`ajax._xla`): for networks no wider than
         :attr:`ynnpack_max_width` units. On 2 cores, YNNPACK ran PPO and PQN with 64-unit
         layers 7-20% faster, at 1 seed and 8; Eigen ran the 256-unit updates of DQN, PQN,
-        SAC, TD3 and REDQ 6-55% faster (PERFORMANCE_REPORT.md, "YNNPACK against Eigen")."""
-        return max(self.config.hidden_sizes, default=0) <= self.ynnpack_max_width
+        SAC, TD3 and REDQ 6-55% faster (PERFORMANCE_REPORT.md, "YNNPACK against Eigen").
+        An agent whose config names no ``hidden_sizes`` keeps XLA's default, YNNPACK."""
+        widths = getattr(self.config, "hidden_sizes", ())
+        return max(widths, default=0) <= self.ynnpack_max_width
 
     def wrap_env(self, env: Env) -> Env:
         return env
