@@ -173,17 +173,18 @@ def _diverged(health: dict[str, jax.Array], bad: jax.Array, i: jax.Array) -> dic
     }
 
 
-def _checked(agent: Any, names: list[str]) -> Callable:
-    """``agent.iteration`` with its training metrics checked: the first that is NaN or
-    infinite marks the seed diverged in its health, and a diverged seed's metrics read NaN.
+def _checked(iteration: Callable, names: list[str]) -> Callable:
+    """``iteration(state) -> (state, metrics)`` (an agent's learning iteration) with its
+    training metrics checked: the first that is NaN or infinite marks the seed diverged in
+    its health, and a diverged seed's metrics read NaN.
 
     Only the metrics (scalars) are checked at every iteration, at no measurable cost; the
     parameters are checked, and a diverged seed's reset, once per segment (see
     :func:`_segment_program`). A loss is computed from the parameters, so parameters gone
     NaN show in the next iteration's metrics."""
 
-    def checked(i, state, health, env):
-        state, metrics = agent.iteration(state, env)
+    def checked(i, state, health):
+        state, metrics = iteration(state)
         bad = jnp.stack([~jnp.isfinite(metrics[k]).all() for k in names[:-1]] + [False])
         health = _diverged(health, bad, i)
         metrics = metrics | {
@@ -231,11 +232,15 @@ def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callab
     from then on.
     """
 
+    # Jitted, so that the trace that finds its metrics' shapes is the one the loop uses:
+    # tracing an iteration twice cost PPO a tenth of its lowering.
+    iteration = jax.jit(lambda state: agent.iteration(state, train_env))
+
     def segment(state, health, eval_key, first, n_iterations):
-        _, metric_shapes = jax.eval_shape(lambda s: agent.iteration(s, train_env), state)
+        _, metric_shapes = jax.eval_shape(iteration, state)
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
         names = watched_metrics(metric_shapes)
-        learn_step = _checked(agent, names)
+        learn_step = _checked(iteration, names)
         start_params = state.params
 
         def warm(_, carry):
@@ -248,7 +253,7 @@ def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callab
 
         def learn(i, carry):
             state, sums, health = carry
-            state, metrics, health = learn_step(first + i, state, health, train_env)
+            state, metrics, health = learn_step(first + i, state, health)
             return state, jax.tree.map(jnp.add, sums, metrics), health
 
         carry, n_warmup = (state, zeros, health), jnp.int32(0)
