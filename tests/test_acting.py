@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ajax import AGENTS as AGENTS_BY_NAME
 from ajax import APG, APO, DQN, PPO, PQN, REDQ, SAC, TD3
 from ajax.acting import EnvCursor, rollout
 from ajax.envs import Discrete
@@ -133,3 +134,42 @@ def test_one_public_surface_over_full_params(agent_class, env, options):
         q = agent.q_values(state.params, obs, mode)
         assert q.shape == (agent.config.n_critics, 5)
         np.testing.assert_allclose(agent.value(state.params, obs), q.mean(0), rtol=1e-6)
+
+
+#: Every agent on a task of the kind it is for (Pendulum: a reset that builds a leaf from a
+#: Python number, which gymnax's does).
+TYPED = {
+    "PPO": "CartPole-v1",
+    "PQN": "CartPole-v1",
+    "DQN": "CartPole-v1",
+    "UDRL": "CartPole-v1",
+    "SAC": "Pendulum-v1",
+    "TD3": "Pendulum-v1",
+    "REDQ": "Pendulum-v1",
+    "APO": "Pendulum-v1",
+    "ASAC": "Pendulum-v1",
+    "AVG": "Pendulum-v1",
+    "APG": "ajax/PendulumTracking-v0",
+}
+
+
+def test_the_type_check_covers_every_agent():
+    assert set(TYPED) == set(AGENTS_BY_NAME)
+
+
+@pytest.mark.parametrize("name", sorted(TYPED))
+def test_an_iteration_keeps_every_leaf_of_the_state_typed_as_it_was(name):
+    """A jitted function called on the initial state and then on a later one compiles once:
+    no leaf changes its shape, dtype or weak type (gymnax Pendulum's reset made ``last_u``
+    weakly typed, its step did not, and every such call compiled twice). Traced only."""
+    agent = AGENTS_BY_NAME[name](env_id=TYPED[name])
+    env = agent.env_copies(agent.n_envs)
+    state = jax.eval_shape(lambda key: agent.init(key, env, 10), jax.random.key(0))
+    after, _ = jax.eval_shape(lambda s: agent.iteration(s, env), state)
+    paths, _ = jax.tree_util.tree_flatten_with_path(state)
+    for (path, before), now in zip(paths, jax.tree.leaves(after), strict=True):
+        assert (before.shape, before.dtype, before.weak_type) == (
+            now.shape,
+            now.dtype,
+            now.weak_type,
+        ), f"{jax.tree_util.keystr(path)} is {before} at first, {now} after"

@@ -27,7 +27,11 @@ class VectorEnv(Wrapper):
     num_envs = property(lambda self: self._num_envs)
 
     def reset(self, key: jax.Array) -> tuple[Any, jax.Array]:
-        return jax.vmap(self.inner.reset)(jax.random.split(key, self.num_envs))
+        state, obs = jax.vmap(self.inner.reset)(jax.random.split(key, self.num_envs))
+        # Typed as a step leaves it: a leaf a reset builds from a Python number is weakly
+        # typed (gymnax Pendulum's last_u), the stepped one is not, and a jitted function
+        # given the first state and then a later one compiled twice.
+        return jax.tree.map(_strongly_typed, state), obs
 
     def reset_from(self, key: jax.Array, source: Any) -> tuple[Any, jax.Array]:
         # Statistics are kept over the batch, so nothing beneath the vectorisation has any.
@@ -40,6 +44,10 @@ class VectorEnv(Wrapper):
     def reset_episode(self, key: jax.Array, state: Any) -> tuple[Any, jax.Array]:
         keys = jax.random.split(key, self.num_envs)
         return jax.vmap(self.inner.reset_episode)(keys, state)
+
+
+def _strongly_typed(leaf: Any) -> Any:
+    return leaf.astype(leaf.dtype) if getattr(jax.typeof(leaf), "weak_type", False) else leaf
 
 
 class AutoReset(Wrapper):
