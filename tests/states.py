@@ -4,6 +4,23 @@ from __future__ import annotations
 
 import jax
 
+#: Every agent on a task of its kind (Pendulum for the continuous ones: its gymnax reset
+#: builds a leaf from a Python number), with small settings that keep its programs quick to
+#: compile; the programs have the same structure at any size.
+SMALL = {
+    "PPO": ("CartPole-v1", {"n_steps": 16}),
+    "PQN": ("CartPole-v1", {"n_steps": 16}),
+    "DQN": ("CartPole-v1", {"buffer_size": 1_000, "train_frequency": 16, "gradient_steps": 2}),
+    "SAC": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
+    "TD3": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
+    "REDQ": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
+    "APO": ("Pendulum-v1", {"n_steps": 16, "n_minibatches": 2}),
+    "APG": ("ajax/PendulumTracking-v0", {"horizon": 4}),
+    "ASAC": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
+    "AVG": ("Pendulum-v1", {"hidden_sizes": (16, 16)}),
+    "UDRL": ("CartPole-v1", {"n_steps": 4, "n_updates": 2, "store_size": 8, "last_few": 4}),
+}
+
 
 def initial_state(agent, n_copies: int | None = None, n_iterations: int = 1, seed: int = 0):
     """One seed's initial state on ``n_copies`` environment copies (the agent's own count by

@@ -13,7 +13,7 @@ from ajax.envs import Discrete
 from ajax.envs.wrappers import copies
 
 from .probes import ActionReward, TwoStep
-from .states import initial_state
+from .states import SMALL, initial_state
 
 
 def _cursor(env, key, carry=()):
@@ -136,33 +136,13 @@ def test_one_public_surface_over_full_params(agent_class, env, options):
         np.testing.assert_allclose(agent.value(state.params, obs), q.mean(0), rtol=1e-6)
 
 
-#: Every agent on a task of the kind it is for (Pendulum: a reset that builds a leaf from a
-#: Python number, which gymnax's does).
-TYPED = {
-    "PPO": "CartPole-v1",
-    "PQN": "CartPole-v1",
-    "DQN": "CartPole-v1",
-    "UDRL": "CartPole-v1",
-    "SAC": "Pendulum-v1",
-    "TD3": "Pendulum-v1",
-    "REDQ": "Pendulum-v1",
-    "APO": "Pendulum-v1",
-    "ASAC": "Pendulum-v1",
-    "AVG": "Pendulum-v1",
-    "APG": "ajax/PendulumTracking-v0",
-}
-
-
-def test_the_type_check_covers_every_agent():
-    assert set(TYPED) == set(AGENTS_BY_NAME)
-
-
-@pytest.mark.parametrize("name", sorted(TYPED))
+@pytest.mark.parametrize("name", sorted(SMALL))
 def test_an_iteration_keeps_every_leaf_of_the_state_typed_as_it_was(name):
     """A jitted function called on the initial state and then on a later one compiles once:
     no leaf changes its shape, dtype or weak type (gymnax Pendulum's reset made ``last_u``
     weakly typed, its step did not, and every such call compiled twice). Traced only."""
-    agent = AGENTS_BY_NAME[name](env_id=TYPED[name])
+    env_id, settings = SMALL[name]
+    agent = AGENTS_BY_NAME[name](env_id=env_id, **settings)
     env = agent.env_copies(agent.n_envs)
     state = jax.eval_shape(lambda key: agent.init(key, env, 10), jax.random.key(0))
     after, _ = jax.eval_shape(lambda s: agent.iteration(s, env), state)

@@ -13,21 +13,7 @@ import ajax
 from ajax import AGENTS, PPO, LoggingConfig, RunHungError, Watchdog
 from ajax.loop import init_program, lower_run, plan_run, seed_keys
 
-#: Small settings that keep every agent's programs quick to compile; the programs have the
-#: same structure at any size.
-SMALL = {
-    "PPO": ("CartPole-v1", {"n_steps": 16}),
-    "PQN": ("CartPole-v1", {"n_steps": 16}),
-    "DQN": ("CartPole-v1", {"buffer_size": 1_000, "train_frequency": 16, "gradient_steps": 2}),
-    "SAC": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
-    "TD3": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
-    "REDQ": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
-    "APO": ("Pendulum-v1", {"n_steps": 16, "n_minibatches": 2}),
-    "APG": ("ajax/PendulumTracking-v0", {"horizon": 4}),
-    "ASAC": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
-    "AVG": ("Pendulum-v1", {"hidden_sizes": (16, 16)}),
-    "UDRL": ("CartPole-v1", {"n_steps": 4, "n_updates": 2, "store_size": 8, "last_few": 4}),
-}
+from .states import SMALL
 
 
 def test_the_guard_covers_every_agent():

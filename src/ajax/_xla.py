@@ -27,8 +27,9 @@ loop costs more than it saves: each iteration is a few tiny kernels plus copies 
 carry (under the seeds' vmap, about 240 copies per environment step of PPO), where the
 unrolled rounds fuse. Lowered unrolled, the segment programs compiled 2-17% faster for PPO,
 PQN, DQN, SAC and TD3 at 1 and 8 seeds, and agent_bench's compile fell 9-21% for every agent;
-execution moved from 21% faster (DQN) to slower for PQN on 64-unit layers at one seed
-(PERFORMANCE_REPORT.md, "Threefry unrolled, the initialisation at O0, YNNPACK by width").
+execution moved from 21% faster (DQN) to level or 5-8% slower for PQN on 64-unit layers at
+one seed (PERFORMANCE_REPORT.md, "Threefry unrolled, the initialisation at O0, YNNPACK by
+width", and "One trace per iteration", where the 15-30% first read did not reproduce).
 The hash is the same, so every random number is too. :func:`unrolled_threefry` scopes this
 to the block Ajax lowers its programs in, so the user's own programs keep JAX's lowering.
 """
