@@ -8,6 +8,7 @@ import numpy as np
 from jax._src.interpreters import mlir
 from jax.extend.random import threefry2x32_p
 
+import ajax._program_cache
 import ajax.loop
 from ajax import AVG, DQN, PPO, PQN, LoggingConfig, evaluate
 from ajax._xla import BACKEND_OPT_LEVEL, YNN_FUSIONS, compiler_options, unrolled_threefry
@@ -66,8 +67,9 @@ def _unrolled_now() -> bool:
 
 def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setenv("AJAX_NO_COMPILE_CACHE", "1")
     compiled, threads, jitted, lowered_unrolled = [], [], [], []
-    compile_, jit, lower_run = jax.stages.Lowered.compile, jax.jit, ajax.loop._lower_run
+    compile_, jit, export = jax.stages.Lowered.compile, jax.jit, ajax._program_cache.export
 
     def recorded_compile(self, compiler_options=None, **kwargs):
         compiled.append(compiler_options)
@@ -84,16 +86,16 @@ def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
 
         return called
 
-    def recorded_lower_run(*args):
+    def recorded_export(*args):
         lowered_unrolled.append(_unrolled_now())
-        return lower_run(*args)
+        return export(*args)
 
     agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16, hidden_sizes=(128,))
     # Whether jaxlib takes each option is probed (and cached) before compiles are recorded.
     assert compiler_options(agent) == NO_YNNPACK
     assert compiler_options(agent, runs_once=True) == ONCE
     monkeypatch.setattr(jax.stages.Lowered, "compile", recorded_compile)
-    monkeypatch.setattr(ajax.loop, "_lower_run", recorded_lower_run)
+    monkeypatch.setattr(ajax._program_cache, "export", recorded_export)
     logging = LoggingConfig(log_frequency=32, log_dir=tmp_path)
     result = agent.train(seed=0, n_timesteps=64, num_episode_test=1, logging_config=logging)
     # The seeds' initialisation (run once, compiled on another thread while the segment is
@@ -105,6 +107,7 @@ def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
     evaluate(result, num_episodes=1)
     result.act(np.zeros(4, np.float32))
     assert jitted == [NO_YNNPACK, NO_YNNPACK]
-    # The run's programs, evaluate's and act's were each lowered with Threefry unrolled.
-    assert lowered_unrolled == [True, True, True]
+    # The run's segment, evaluate's and act's programs were lowered with Threefry unrolled;
+    # the seeds' initialisation, which runs once, with JAX's loop (a shorter compile).
+    assert lowered_unrolled == [False, True, True, True]
     assert not _unrolled_now()

@@ -327,15 +327,15 @@ def lower_run(
 ) -> RunPrograms:
     """Lower the run's two programs, through ``jax.export`` (:mod:`ajax._program_cache`):
     a relaunch that finds them stored skips tracing. Refuses, before tracing the segment, a
-    run whose state cannot fit in memory. Threefry is lowered unrolled
-    (:func:`ajax._xla.unrolled_threefry`).
+    run whose state cannot fit in memory. The segment's Threefry is lowered unrolled
+    (:func:`ajax._xla.unrolled_threefry`); the init's is not, since it runs once and is
+    compiled for a short compile (JAX's rolled loop makes a third fewer instructions).
 
     With ``compile_init``, XLA compiles the init program on another thread while the
     segment is traced in this one: tracing is Python, holding the interpreter's lock, and
     compiling is XLA's C++, which releases it, so on two cores or more the init's compile
     costs no time of its own (:attr:`RunPrograms.init_compiled`)."""
-    with unrolled_threefry():
-        return _lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_init)
+    return _lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_init)
 
 
 def _compile_in_background(lowered: jax.stages.Lowered, options: Any) -> Future:
@@ -378,7 +378,8 @@ def _lower_run(
             in_axes=(0, 0, 0, None, None),
             axis_name=SEED_AXIS,
         )
-        return _program_cache.export(segment, *segment_args)
+        with unrolled_threefry():
+            return _program_cache.export(segment, *segment_args)
 
     health = initial_health(len(seeds))
     segment_args = (state_shape, health, eval_keys, jnp.int32(0), jnp.int32(0))
