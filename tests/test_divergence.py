@@ -1,11 +1,15 @@
 """A seed whose parameters or losses become NaN or infinite is frozen, reported, and leaves
 the other seeds of its batch alone."""
 
+from typing import NamedTuple
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from ajax import DQN, LoggingConfig
+from ajax.loop import _frozen, initial_health, watched_metrics
 
 #: DQN on CartPole with a learning rate at the edge of overflow: on this JAX, seed 3's
 #: Q-values overflow within the first updates and seed 0's never do (of seeds 0-7 at
@@ -58,3 +62,33 @@ def test_the_command_line_names_the_diverged_seed(run, tmp_path, capsys):
     out = " ".join(capsys.readouterr().out.split())
     step = run.diverged[0]["timestep"]
     assert f"seed 3 diverged at step {step:,}" in out and "seed 0 diverged" not in out
+
+
+class _State(NamedTuple):
+    """The least of an agent's state that ``_frozen`` reads."""
+
+    params: dict
+
+
+class _Agent:
+    def with_params(self, state, params):
+        return _State(params)
+
+
+@pytest.mark.parametrize("bad", [None, np.nan, np.inf, -np.inf])
+def test_parameters_gone_non_finite_in_any_leaf_freeze_the_seed_at_the_segments_start(bad):
+    start = {"w": jnp.zeros((2, 3)), "b": jnp.zeros(3, jnp.bfloat16), "step": jnp.int32(0)}
+    new = {"w": jnp.ones((2, 3)), "b": jnp.ones(3, jnp.bfloat16), "step": jnp.int32(5)}
+    if bad is not None:
+        # The last element of the last float leaf, so a check that stops short misses it.
+        new["w"] = new["w"].at[-1, -1].set(bad)
+    names = watched_metrics({"loss": None})
+    state, health = jax.jit(
+        lambda new, start, health: _frozen(_Agent(), _State(new), start, health, names, 9)
+    )(new, start, {k: v[0] for k, v in initial_health(1).items()})
+    assert bool(health["diverged"]) == (bad is not None)
+    assert int(health["iteration"]) == (9 if bad is not None else -1)
+    assert int(health["metric"]) == (names.index("params") if bad is not None else -1)
+    kept = start if bad is not None else new
+    for key in kept:
+        np.testing.assert_array_equal(np.asarray(state.params[key]), np.asarray(kept[key]))
