@@ -120,8 +120,8 @@ class DQN(QLearningAgent, ReplayAgent):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
         c = self.config
         self._build_network(c.dueling, weight_init="torch")
-        self._optimizer = optax.chain(
-            optax.clip_by_global_norm(c.max_grad_norm), optax.scale_by_adam()
+        self._optimizer = optax.flatten(
+            optax.chain(optax.clip_by_global_norm(c.max_grad_norm), optax.scale_by_adam())
         )
 
     @property

@@ -103,7 +103,13 @@ class OnPolicyAgent(Agent):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
         c = self.config
         check_minibatches(self.n_envs, c.n_steps, c.n_minibatches)
-        self._optimizer = optax.chain(optax.clip_by_global_norm(c.max_grad_norm), self._direction())
+        # Flattened: the norm and the direction are computed over one vector of every
+        # parameter, not leaf by leaf, so a minibatch update is a few kernels where it was
+        # a few per leaf; PPO's segment compiled a tenth faster (PERFORMANCE_REPORT.md,
+        # "The optimiser over one vector").
+        self._optimizer = optax.flatten(
+            optax.chain(optax.clip_by_global_norm(c.max_grad_norm), self._direction())
+        )
 
     @property
     def steps_per_iteration(self) -> int:
