@@ -97,7 +97,8 @@ class OffPolicyAgent(ReplayAgent):
         # and TD3's segments compiled faster at 64 units, executing as fast. Through
         # 256-unit layers, concatenating the gradients and splitting the step cost more than
         # they save (TD3 5% slower), so Adam goes leaf by leaf there (PERFORMANCE_REPORT.md,
-        # "The optimiser over one vector").
+        # "The optimiser over one vector"). Narrow is ``ynnpack``'s measure: at most
+        # ``ynnpack_max_width`` units.
         adam = optax.adam(c.learning_rate)
         self._adam = optax.flatten(adam) if self.ynnpack else adam
 
