@@ -323,6 +323,14 @@ class RunPrograms:
     init_compiled: Future | None = None
 
 
+def _compile_in_background(lowered: jax.stages.Lowered, options: Any) -> Future:
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ajax-compile")
+    try:
+        return pool.submit(lowered.compile, options)
+    finally:
+        pool.shutdown(wait=False)
+
+
 def lower_run(
     agent: Any,
     seeds: list[int],
@@ -342,25 +350,6 @@ def lower_run(
     compiling is XLA's C++, which releases it, so on two cores or more the init's compile
     costs little time of its own: PPO's tracing ran 0.35-0.45 s slower beside it, against a
     compile of about a second (:attr:`RunPrograms.init_compiled`)."""
-    return _lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_init)
-
-
-def _compile_in_background(lowered: jax.stages.Lowered, options: Any) -> Future:
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ajax-compile")
-    try:
-        return pool.submit(lowered.compile, options)
-    finally:
-        pool.shutdown(wait=False)
-
-
-def _lower_run(
-    agent: Any,
-    seeds: list[int],
-    plan: RunPlan,
-    num_episode_test: int,
-    evaluate: bool,
-    compile_init: bool,
-) -> RunPrograms:
     keys = seed_keys(seeds)
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
     key = _program_cache.run_key(agent, len(seeds), num_episode_test if evaluate else None)
