@@ -90,8 +90,8 @@ class ASAC(SAC):
         c = self.config
         clip = optax.clip_by_global_norm(c.max_grad_norm)
         self._optimizers = {
-            "actor": optax.chain(clip, optax.adam(c.actor_learning_rate)),
-            "critic": optax.chain(clip, optax.adam(c.learning_rate)),
+            name: self._flattened_if_narrow(optax.chain(clip, optax.adam(lr)))
+            for name, lr in (("actor", c.actor_learning_rate), ("critic", c.learning_rate))
         }
 
     def q_values(self, params: dict[str, Any], obs: jax.Array, action: jax.Array) -> jax.Array:

@@ -92,15 +92,7 @@ class OffPolicyAgent(ReplayAgent):
             )
         self._action_dim = int(jnp.prod(jnp.asarray(self.env.action_space.shape)))
         self.critic = QEnsemble(c.hidden_sizes, c.activation, c.n_critics)
-        # Through narrow networks an update is bound by its number of kernels, and Adam over
-        # one vector of every parameter is a few kernels where it was a few per leaf: SAC's
-        # and TD3's segments compiled faster at 64 units, executing as fast. Through
-        # 256-unit layers, concatenating the gradients and splitting the step cost more than
-        # they save (TD3 5% slower), so Adam goes leaf by leaf there (PERFORMANCE_REPORT.md,
-        # "The optimiser over one vector"). Narrow is ``ynnpack``'s measure: at most
-        # ``ynnpack_max_width`` units.
-        adam = optax.adam(c.learning_rate)
-        self._adam = optax.flatten(adam) if self.ynnpack else adam
+        self._adam = self._flattened_if_narrow(optax.adam(c.learning_rate))
 
     # What a subclass provides.
 

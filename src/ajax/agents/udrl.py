@@ -136,7 +136,7 @@ class UDRL(Agent):
         if not c.hidden_sizes:
             raise ValueError("hidden_sizes needs at least the embedding width, e.g. (64, 64).")
         self.network = _Behaviour(c.hidden_sizes, self.env.action_space.n)
-        self._optimizer = optax.adam(c.learning_rate)
+        self._optimizer = self._flattened_if_narrow(optax.adam(c.learning_rate))
         self._max_length = self.env.max_episode_steps
 
     @property
