@@ -178,5 +178,5 @@ class APG(Agent):
             key=key,
             iteration=state.iteration + 1,
         )
-        metrics = {"loss": loss, "gradient_norm": optax.global_norm(grads)}
+        metrics = {"loss": loss, "gradient_norm": optax.tree.norm(grads)}
         return state, metrics | episode_metrics(steps)
