@@ -218,7 +218,7 @@ class Agent(abc.ABC):
         units), leaf by leaf otherwise. Through narrow networks an update is bound by its
         number of kernels, and the optimiser over one vector is a few kernels where it was a
         few per leaf: SAC's and TD3's segments compiled faster at 64 units, executing as
-        fast, and UDRL's executed 3-5% faster. Through 256-unit layers, concatenating the
+        fast, and UDRL ran 2% faster. Through 256-unit layers, concatenating the
         gradients and splitting the step cost more than they saved (TD3 5% slower)
         (PERFORMANCE_REPORT.md, "The optimiser over one vector")."""
         return optax.flatten(optimizer) if self.ynnpack else optimizer
