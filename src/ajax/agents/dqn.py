@@ -36,7 +36,7 @@ from ajax.buffers import ReplayBuffer
 from ajax.envs import Env
 from ajax.exploration import linear_schedule
 from ajax.returns import n_step_returns
-from ajax.updates import annealed, select, soft_update
+from ajax.updates import annealed, clipped_over_one_vector, select, soft_update
 
 
 @dataclass(frozen=True)
@@ -120,12 +120,7 @@ class DQN(QLearningAgent, ReplayAgent):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
         c = self.config
         self._build_network(c.dueling, weight_init="torch")
-        # Over one vector of every parameter, as for the on-policy agents: the clip's norm
-        # and Adam are a few kernels per update, not a few per leaf; DQN's default updates
-        # ran 15% faster (PERFORMANCE_REPORT.md, "The optimiser over one vector").
-        self._optimizer = optax.flatten(
-            optax.chain(optax.clip_by_global_norm(c.max_grad_norm), optax.scale_by_adam())
-        )
+        self._optimizer = clipped_over_one_vector(c.max_grad_norm, optax.scale_by_adam())
 
     @property
     def _steps_per_copy(self) -> int:

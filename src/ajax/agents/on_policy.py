@@ -29,7 +29,7 @@ from ajax.acting import EnvCursor, PolicyFn, Transition, episode_metrics, rollou
 from ajax.agents.base import Agent, hyperparameter
 from ajax.envs import Env
 from ajax.minibatches import check_minibatches, fit_minibatches
-from ajax.updates import annealed
+from ajax.updates import annealed, clipped_over_one_vector
 
 
 @dataclass(frozen=True)
@@ -103,13 +103,7 @@ class OnPolicyAgent(Agent):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
         c = self.config
         check_minibatches(self.n_envs, c.n_steps, c.n_minibatches)
-        # Flattened: the norm and the direction are computed over one vector of every
-        # parameter, not leaf by leaf, so a minibatch update is a few kernels where it was
-        # a few per leaf; PPO's segment compiled a tenth faster (PERFORMANCE_REPORT.md,
-        # "The optimiser over one vector").
-        self._optimizer = optax.flatten(
-            optax.chain(optax.clip_by_global_norm(c.max_grad_norm), self._direction())
-        )
+        self._optimizer = clipped_over_one_vector(c.max_grad_norm, self._direction())
 
     @property
     def steps_per_iteration(self) -> int:
