@@ -206,13 +206,14 @@ def _frozen(
     parameters of its last evaluation before it diverged. Its updates are no-ops from then
     on, at the cost of one check and one select of the parameters per segment.
 
-    The check is one reduction over every parameter, concatenated: with a reduction per
-    leaf, PPO's segment took 15% more CPU time to compile (PERFORMANCE_REPORT.md, "One
-    reduction for the parameters' check")."""
-    params = [
-        jnp.ravel(x) for x in jax.tree.leaves(state.params) if jnp.issubdtype(x.dtype, jnp.inexact)
-    ]
-    finite = jnp.isfinite(jnp.concatenate(params) if params else jnp.zeros(0)).all()
+    The check is one sum of ``x * 0`` over every leaf, NaN exactly where some parameter is
+    not finite (a sum of the parameters themselves could overflow). PPO's ``train`` compiled
+    as fast with it as with a check over every parameter concatenated (4.92-6.27 s against
+    4.98-6.13), which had taken 15% less CPU time to compile than ``isfinite(x).all()`` leaf
+    by leaf; the concatenation ran AVG 8% slower (PERFORMANCE_REPORT.md, "One reduction for
+    the parameters' check", and the fourth stop's section)."""
+    params = [x for x in jax.tree.leaves(state.params) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    finite = jnp.isfinite(sum(jnp.sum(x * 0, dtype=jnp.float32) for x in params))
     health = _diverged(health, jnp.zeros(len(names), bool).at[-1].set(~finite), last)
     kept = jax.tree.map(
         lambda old, new: jnp.where(health["diverged"], old, new), start_params, state.params
