@@ -3,6 +3,7 @@ processes."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -25,9 +26,23 @@ def test_directory_is_per_machine_and_versions(cache_env):
         f"jaxlib{jaxlib.__version__}",
     ):
         assert part in tag
-    assert _compile_cache.cpu_model().split()[0] in tag.replace("-", " ")
+    assert tag == _compile_cache.machine_tag()
+    assert re.fullmatch(r"[A-Za-z0-9.+_-]+", tag)
     assert jax.config.jax_compilation_cache_dir == str(directory)
     assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+
+
+@pytest.mark.parametrize(
+    "model, start",
+    [
+        ("AMD EPYC 7B13 64-Core Processor", "AMD-EPYC-7B13-64-Core-Processor_"),
+        ("Intel(R) Xeon(R) Processor", "Intel-R-Xeon-R-Processor_"),
+    ],
+)
+def test_directory_names_the_cpu_in_safe_characters(monkeypatch, model, start):
+    # Intel's model names hold parentheses, which a directory name should not.
+    monkeypatch.setattr(_compile_cache, "cpu_model", lambda: model)
+    assert _compile_cache.machine_tag().startswith(start)
 
 
 def test_default_root_and_off_switch(monkeypatch):
