@@ -1,5 +1,7 @@
 """Shared fixtures. Tests run on the CPU with a compile cache of their own, so they neither
-read nor fill the user's cache; runs that several tests inspect are trained once.
+read nor fill the user's cache; runs that several tests inspect are trained once. They run with
+two CPU devices on any machine, so that runs of an even number of seeds are sharded over
+devices (``ajax._devices``) and the others are not.
 
 The learning tests take their seeds from the ``seeds`` fixture and check their bars through
 the ``bar`` fixture, so that ``benchmarks/learning_robustness.py`` can rerun them on other
@@ -12,6 +14,7 @@ import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["AJAX_JAX_COMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="ajax-test-cache-")
+os.environ["AJAX_CPU_DEVICES"] = "2"
 
 import numpy as np
 import pytest

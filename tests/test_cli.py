@@ -38,6 +38,7 @@ def test_train_writes_a_complete_run_directory(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert code == 0, out
+    assert "1 on each of 2 devices" in " ".join(out.split())
     run = tmp_path / "cli"
     config = json.loads((run / "config.json").read_text())
     assert config["hyperparameters"]["anneal_lr"] is False

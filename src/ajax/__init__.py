@@ -3,13 +3,15 @@
 One ``train`` call compiles a whole run (environment, agent, evaluation) into two XLA
 programs, the seeds' initialisation and a segment the run repeats, vmapped over seeds.
 Importing ajax points JAX's persistent compile cache at ``~/.cache/ajax/jax_compile_cache``
-(see ``ajax._compile_cache``).
+(see ``ajax._compile_cache``) and makes each CPU core a JAX device, over which runs shard
+their seeds (see ``ajax._devices``).
 """
 
-from ajax import _compile_cache
+from ajax import _compile_cache, _devices
 from ajax._version import __version__
 
 _compile_cache.configure()
+_devices.configure()
 
 from ajax.agents import AGENTS, APG, APO, ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, UDRL  # noqa: E402
 from ajax.checkpoint import CheckpointConfig  # noqa: E402

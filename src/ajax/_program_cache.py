@@ -12,12 +12,12 @@ compiles the same thin program, which the compile cache then serves.
 The key is a hash of everything that shapes the programs: Ajax's own source files, the
 versions of JAX and of every library that traces into them, the JAX options that change
 tracing, the agent's class, hyperparameters and copies, the environment's id and
-parameters, the number of seeds and the evaluation; the init program's key adds the budget,
-which the segment program does not depend on. A run that cannot be keyed
-(an agent class or an environment built outside Ajax) is exported all the same, and not
-stored. Entries live in ``<compile cache>/programs/``; ``AJAX_NO_COMPILE_CACHE=1`` turns
-both off, and :func:`ajax._compile_cache.prune` trims both. An entry that cannot be read is
-ignored (with a warning) and written again.
+parameters, the number of seeds each device runs (``ajax._devices``) and the evaluation;
+the init program's key adds the budget, which the segment program does not depend on. A
+run that cannot be keyed (an agent class or an environment built outside Ajax) is exported
+all the same, and not stored. Entries live in ``<compile cache>/programs/``;
+``AJAX_NO_COMPILE_CACHE=1`` turns both off, and :func:`ajax._compile_cache.prune` trims
+both. An entry that cannot be read is ignored (with a warning) and written again.
 """
 
 from __future__ import annotations
@@ -152,9 +152,9 @@ def _environment_digest() -> str:
 
 
 def run_key(agent: Any, n_seeds: int, num_episode_test: int | None) -> str | None:
-    """The hash of everything that shapes a run's segment program (:func:`key_with` adds
-    what else shapes its init program), or None when the run cannot be keyed: its agent
-    class or its environment was defined outside Ajax."""
+    """The hash of everything that shapes a run's segment program for ``n_seeds`` seeds, a
+    device's share (:func:`key_with` adds what else shapes its init program), or None when
+    the run cannot be keyed: its agent class or its environment was defined outside Ajax."""
     if not type(agent).__module__.startswith("ajax.") or agent.registered_env_id is None:
         return None
     h = hashlib.sha256(f"format{FORMAT}".encode())

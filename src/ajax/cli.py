@@ -130,6 +130,7 @@ def _train(argv: Sequence[str]) -> int:
         RunHungError,
         RunInterrupted,
         Watchdog,
+        _devices,
         resume,
     )
     from ajax.checkpoint import latest_checkpoint
@@ -174,7 +175,13 @@ def _train(argv: Sequence[str]) -> int:
                     every=args.checkpoint_every, keep=args.checkpoint_keep
                 )
             seeds = list(range(args.seed_start, args.seed_start + args.seeds))
-            console.print(f"Training {agent!r} on seeds {seeds[0]}..{seeds[-1]}")
+            mesh = _devices.seed_mesh(len(seeds))
+            split = (
+                ""
+                if mesh is None
+                else f", {len(seeds) // mesh.size} on each of {mesh.size} devices"
+            )
+            console.print(f"Training {agent!r} on seeds {seeds[0]}..{seeds[-1]}{split}")
 
             def run(progress: Any) -> Any:
                 return agent.train(

@@ -1,0 +1,109 @@
+"""Seeds sharded over devices: how many devices a run splits its seeds over, the CPU devices
+``import ajax`` makes, and a sharded run against the same run on one device."""
+
+import json
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from ajax import PPO, LoggingConfig, _devices, loop
+
+
+@pytest.mark.parametrize(
+    "n_seeds, n_devices, shards",
+    [(8, 2, 2), (4, 2, 2), (3, 2, 1), (1, 2, 1), (6, 4, 3), (12, 8, 6), (7, 8, 7), (5, 1, 1)],
+)
+def test_seeds_split_evenly_over_as_many_devices_as_divide_them(n_seeds, n_devices, shards):
+    assert _devices.shard_count(n_seeds, n_devices) == shards
+
+
+def test_one_cpu_device_per_usable_core_unless_asked(monkeypatch):
+    monkeypatch.delenv(_devices.CPU_DEVICES_ENV, raising=False)
+    assert _devices.requested_cpu_devices() == _devices.usable_cores()
+    monkeypatch.setenv(_devices.CPU_DEVICES_ENV, "3")
+    assert _devices.requested_cpu_devices() == 3
+    for wrong in ("0", "two", "-1"):
+        monkeypatch.setenv(_devices.CPU_DEVICES_ENV, wrong)
+        with pytest.raises(ValueError, match=r"AJAX_CPU_DEVICES=.* is not a positive whole"):
+            _devices.requested_cpu_devices()
+
+
+def devices_after_import(before: str = "", **env: str) -> dict:
+    """The CPU devices a fresh interpreter has after ``before`` (code), then ``import ajax``."""
+    code = f"{before}\nimport json, jax, ajax\nprint(json.dumps({{'n': len(jax.devices())}}))"
+    environment = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "AJAX_NO_COMPILE_CACHE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment | env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_import_makes_the_cpu_devices_asked_for_and_leaves_a_users_choice():
+    # This process imported ajax under conftest's AJAX_CPU_DEVICES=2.
+    assert len(jax.devices()) == 2
+    assert devices_after_import(AJAX_CPU_DEVICES="3") == {"n": 3}
+    # XLA's own flag is the user's choice, and is kept.
+    flags = "--xla_force_host_platform_device_count=1"
+    assert devices_after_import(AJAX_CPU_DEVICES="3", XLA_FLAGS=flags) == {"n": 1}
+    # Once JAX runs an operation its device count is fixed: the import neither fails nor
+    # changes it.
+    before = "import jax.numpy as jnp; jnp.zeros(1).block_until_ready()"
+    assert devices_after_import(before, AJAX_CPU_DEVICES="3") == {"n": 1}
+
+
+@pytest.fixture(scope="module")
+def sharded_and_not(tmp_path_factory):
+    """PPO over four seeds split over the two devices, and the same run on one device."""
+    agent = PPO(env_id="CartPole-v1", n_envs=4, n_steps=32)
+
+    def run():
+        config = LoggingConfig(log_frequency=2048, log_dir=tmp_path_factory.mktemp("runs"))
+        return agent.train(seed=[0, 1, 2, 3], n_timesteps=4096, logging_config=config)
+
+    sharded = run()
+    mesh = loop.seed_mesh
+    loop.seed_mesh = lambda n_seeds: None
+    try:
+        alone = run()
+    finally:
+        loop.seed_mesh = mesh
+    return sharded, alone
+
+
+def test_a_sharded_run_keeps_each_seeds_share_on_its_own_device(sharded_and_not):
+    sharded, alone = sharded_and_not
+    for leaf in jax.tree.leaves(sharded.state):
+        assert len(leaf.sharding.device_set) == 2
+        assert [s.data.shape[0] for s in leaf.addressable_shards] == [2, 2]
+    assert {len(x.sharding.device_set) for x in jax.tree.leaves(alone.state)} == {1}
+
+
+def test_a_sharded_run_runs_each_seed_as_on_one_device(sharded_and_not):
+    sharded, alone = sharded_and_not
+    np.testing.assert_array_equal(
+        sharded.evaluations["episode_return"], alone.evaluations["episode_return"]
+    )
+    for key in ("train/episode_return", "train/episode_length"):
+        np.testing.assert_array_equal(sharded.train_metrics[key], alone.train_metrics[key])
+    # As for a seed alone and in a batch (test_determinism.py), the parameters agree up to
+    # float rounding: the device's program is compiled apart from the one-device program.
+    for a, b in zip(jax.tree.leaves(sharded.state), jax.tree.leaves(alone.state), strict=True):
+        a, b = np.asarray(a), np.asarray(b)
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-2 * max(np.abs(b).max(), 1e-6))
+
+
+def test_a_sharded_result_evaluates_and_acts_as_one_on_one_device(sharded_and_not):
+    sharded, alone = sharded_and_not
+    from ajax import evaluate
+
+    np.testing.assert_array_equal(evaluate(sharded, 3, seed=1), evaluate(alone, 3, seed=1))
+    obs = np.zeros((4, 4), np.float32)
+    np.testing.assert_array_equal(sharded.act(obs), alone.act(obs))
