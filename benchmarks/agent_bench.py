@@ -428,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "jax": jax.__version__,
         "backend": jax.default_backend(),
+        # The devices Ajax shards a run's seeds over (ajax._devices; AJAX_CPU_DEVICES).
+        "devices": jax.device_count(),
     }
     protocol = {"n_envs": N_ENVS, "trials": args.trials, "seeds": args.seeds}
     protocol["log_frequency"] = args.log_frequency
