@@ -9,15 +9,26 @@ import jax
 import numpy as np
 import pytest
 
-from ajax import PPO, LoggingConfig, _devices, loop
+from ajax import PPO, LoggingConfig, _devices, evaluate, loop
+from ajax._xla import compiler_options
 
 
 @pytest.mark.parametrize(
-    "n_seeds, n_devices, shards",
-    [(8, 2, 2), (4, 2, 2), (3, 2, 1), (1, 2, 1), (6, 4, 3), (12, 8, 6), (7, 8, 7), (5, 1, 1)],
+    "n_seeds, n_devices, used, share",
+    [
+        (8, 2, 2, 4),
+        (4, 2, 2, 2),
+        (3, 2, 2, 2),  # a copy of the first seed fills the second device's second place
+        (1, 2, 1, 1),
+        (6, 4, 3, 2),
+        (5, 4, 3, 2),  # 2 seeds each on 3 devices, not 2 on 2 and 1 on 1: as fast, fewer copies
+        (10, 4, 4, 3),
+        (7, 8, 7, 1),
+        (5, 1, 1, 5),
+    ],
 )
-def test_seeds_split_evenly_over_as_many_devices_as_divide_them(n_seeds, n_devices, shards):
-    assert _devices.shard_count(n_seeds, n_devices) == shards
+def test_each_device_runs_as_few_seeds_as_any_split_allows(n_seeds, n_devices, used, share):
+    assert _devices.seed_split(n_seeds, n_devices) == (used, share)
 
 
 def test_one_cpu_device_per_usable_core_unless_asked(monkeypatch):
@@ -61,33 +72,51 @@ def test_import_makes_the_cpu_devices_asked_for_and_leaves_a_users_choice():
 
 @pytest.fixture(scope="module")
 def sharded_and_not(tmp_path_factory):
-    """PPO over four seeds split over the two devices, and the same run on one device."""
+    """PPO over three seeds split over the two devices (two places each, the last a copy of
+    the first seed), and the same run on one device."""
     agent = PPO(env_id="CartPole-v1", n_envs=4, n_steps=32)
+    shardings = []
 
     def run():
         config = LoggingConfig(log_frequency=2048, log_dir=tmp_path_factory.mktemp("runs"))
-        return agent.train(seed=[0, 1, 2, 3], n_timesteps=4096, logging_config=config)
+        return agent.train(seed=[0, 1, 2], n_timesteps=4096, logging_config=config)
 
-    sharded = run()
-    mesh = loop.seed_mesh
-    loop.seed_mesh = lambda n_seeds: None
+    lower_run = loop.lower_run
+
+    def lowered(*args, **kwargs):
+        programs = lower_run(*args, **kwargs)
+        # With the run's options, so that the run's own compile finds it in the cache.
+        compiled = programs.segment.compile(compiler_options(agent))
+        shardings.append(jax.tree.leaves(compiled.input_shardings[0][0])[0])
+        return programs
+
+    loop.lower_run = lowered
     try:
-        alone = run()
+        sharded = run()
+        mesh = loop.seed_mesh
+        loop.seed_mesh = lambda n_seeds: (None, n_seeds)
+        try:
+            alone = run()
+        finally:
+            loop.seed_mesh = mesh
     finally:
-        loop.seed_mesh = mesh
-    return sharded, alone
+        loop.lower_run = lower_run
+    return sharded, alone, shardings
 
 
-def test_a_sharded_run_keeps_each_seeds_share_on_its_own_device(sharded_and_not):
-    sharded, alone = sharded_and_not
-    for leaf in jax.tree.leaves(sharded.state):
-        assert len(leaf.sharding.device_set) == 2
-        assert [s.data.shape[0] for s in leaf.addressable_shards] == [2, 2]
-    assert {len(x.sharding.device_set) for x in jax.tree.leaves(alone.state)} == {1}
+def test_a_run_of_three_seeds_runs_two_on_each_device(sharded_and_not):
+    sharded, alone, (split, whole) = sharded_and_not
+    # The state's seed axis is split over both devices, not copied to each.
+    assert len(split.device_set) == 2 and not split.is_fully_replicated
+    assert len(whole.device_set) == 1
+    for result in (sharded, alone):
+        assert result.seeds == [0, 1, 2]
+        assert {x.shape[0] for x in jax.tree.leaves(result.state)} == {3}
+        assert result.evaluations["episode_return"].shape == (3, 2)
 
 
 def test_a_sharded_run_runs_each_seed_as_on_one_device(sharded_and_not):
-    sharded, alone = sharded_and_not
+    sharded, alone, _ = sharded_and_not
     np.testing.assert_array_equal(
         sharded.evaluations["episode_return"], alone.evaluations["episode_return"]
     )
@@ -101,9 +130,7 @@ def test_a_sharded_run_runs_each_seed_as_on_one_device(sharded_and_not):
 
 
 def test_a_sharded_result_evaluates_and_acts_as_one_on_one_device(sharded_and_not):
-    sharded, alone = sharded_and_not
-    from ajax import evaluate
-
+    sharded, alone, _ = sharded_and_not
     np.testing.assert_array_equal(evaluate(sharded, 3, seed=1), evaluate(alone, 3, seed=1))
-    obs = np.zeros((4, 4), np.float32)
+    obs = np.zeros((3, 4), np.float32)
     np.testing.assert_array_equal(sharded.act(obs), alone.act(obs))

@@ -18,8 +18,10 @@ JAX places arrays and programs on the first device unless told otherwise, so oth
 in the process runs as before; ``jax.devices()`` lists the extra devices, and code that
 ``pmap``s over every local device (Brax's trainers) spreads over them too.
 
-A run splits its seeds over the largest number of devices that divides their count
-(:func:`seed_mesh`): 8 seeds on 2 cores run 4 per core, 3 seeds stay on one device.
+A run gives each device as few seeds as any split allows (:func:`seed_split`): 8 seeds on 2
+cores run 4 per core, 3 seeds 2 per core, the second core's second place taken by a copy of
+the first seed whose results are dropped (it costs that core's time, not the run's, which
+the first core's two seeds set).
 Accelerators are devices already: seeds spread over several GPUs the same way.
 """
 
@@ -75,15 +77,17 @@ def configure() -> int | None:
     return count
 
 
-def shard_count(n_seeds: int, n_devices: int) -> int:
-    """How many devices ``n_seeds`` seeds split over: the largest count, at most
-    ``n_devices``, that divides them evenly."""
-    return max(k for k in range(1, min(n_seeds, n_devices) + 1) if n_seeds % k == 0)
+def seed_split(n_seeds: int, n_devices: int) -> tuple[int, int]:
+    """How ``n_seeds`` seeds spread over at most ``n_devices`` devices: the devices used and
+    the seeds each runs, as few as any split allows, on as few devices as give that. Where
+    the devices times their share exceed the seeds, the rest are places to fill."""
+    share = -(-n_seeds // min(n_seeds, n_devices))
+    return -(-n_seeds // share), share
 
 
-def seed_mesh(n_seeds: int) -> Mesh | None:
+def seed_mesh(n_seeds: int) -> tuple[Mesh | None, int]:
     """The devices a run of ``n_seeds`` seeds shards them over (a one-axis mesh named
-    ``SEED_AXIS``), or None where they all run on one device."""
+    ``SEED_AXIS``; None where one device runs them all), and the seeds each device runs."""
     devices = jax.local_devices()
-    k = shard_count(n_seeds, len(devices))
-    return Mesh(devices[:k], (SEED_AXIS,)) if k > 1 else None
+    used, share = seed_split(n_seeds, len(devices))
+    return (Mesh(devices[:used], (SEED_AXIS,)) if used > 1 else None), share

@@ -175,12 +175,8 @@ def _train(argv: Sequence[str]) -> int:
                     every=args.checkpoint_every, keep=args.checkpoint_keep
                 )
             seeds = list(range(args.seed_start, args.seed_start + args.seeds))
-            mesh = _devices.seed_mesh(len(seeds))
-            split = (
-                ""
-                if mesh is None
-                else f", {len(seeds) // mesh.size} on each of {mesh.size} devices"
-            )
+            mesh, share = _devices.seed_mesh(len(seeds))
+            split = "" if mesh is None else f", {share} on each of {mesh.size} devices"
             console.print(f"Training {agent!r} on seeds {seeds[0]}..{seeds[-1]}{split}")
 
             def run(progress: Any) -> Any:

@@ -326,6 +326,26 @@ class RunPrograms:
     #: while the segment was traced, when :func:`lower_run` was asked to; else None.
     init_compiled: Future | None = None
 
+    @property
+    def places(self) -> int:
+        """The length of the programs' seed axis: the run's seeds, then copies of its first
+        seed where they do not fill every device's share."""
+        return len(self.keys)
+
+
+def _seeds_only(tree: Any, n_seeds: int) -> Any:
+    """``tree`` (leaves with the programs' seed axis first) without the places after the
+    run's ``n_seeds`` seeds."""
+    return jax.tree.map(lambda x: x[:n_seeds], tree)
+
+
+def _with_places(tree: Any, n_places: int) -> Any:
+    """``tree`` (leaves with the run's seeds first) with the places after them filled by
+    copies of its first seed, as :func:`lower_run` fills them."""
+    n_seeds = len(jax.tree.leaves(tree)[0])
+    rows = np.r_[np.arange(n_seeds), np.zeros(n_places - n_seeds, int)]
+    return jax.tree.map(lambda x: x[rows], tree)
+
 
 def _compile_in_background(lowered: jax.stages.Lowered, options: Any) -> Future:
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ajax-compile")
@@ -349,18 +369,20 @@ def lower_run(
     (:func:`ajax._xla.unrolled_threefry`); the init's is not, since it runs once and is
     compiled for a short compile (JAX's rolled loop makes a third fewer instructions).
 
-    The seeds are split evenly over the devices :func:`ajax._devices.seed_mesh` gives: the
-    programs are exported for one device's share of them, and every device runs that
-    program on its own share (``shard_map``), with nothing exchanged between devices.
+    The seeds are split over the devices :func:`ajax._devices.seed_mesh` gives: the programs
+    are exported for one device's share of them, and every device runs that program on its
+    own share (``shard_map``), with nothing exchanged between devices. Where the seeds do not
+    fill the devices' shares, the places left run copies of the first seed (the programs'
+    seed axis is :attr:`RunPrograms.places` long; :func:`_run` drops the copies).
 
     With ``compile_init``, XLA compiles the init program on another thread while the
     segment is traced in this one: tracing is Python, holding the interpreter's lock, and
     compiling is XLA's C++, which releases it, so on two cores or more the init's compile
     costs little time of its own: PPO's tracing ran 0.35-0.45 s slower beside it, against a
     compile of about a second (:attr:`RunPrograms.init_compiled`)."""
-    mesh = seed_mesh(len(seeds))
-    share = len(seeds) if mesh is None else len(seeds) // mesh.size
-    keys = seed_keys(seeds)
+    mesh, share = seed_mesh(len(seeds))
+    places = share * (1 if mesh is None else mesh.size)
+    keys = seed_keys(seeds + seeds[:1] * (places - len(seeds)))
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
     key = _program_cache.run_key(agent, share, num_episode_test if evaluate else None)
     train_env = agent.env_copies(agent.n_envs)
@@ -372,7 +394,7 @@ def lower_run(
     )
     share_shape = init.out_shape
     # The devices of a CPU share its memory; an accelerator holds its own share.
-    held = len(seeds) if jax.default_backend() == "cpu" else share
+    held = places if jax.default_backend() == "cpu" else share
     check_memory(_with_seeds(share_shape, held), held)
     init_lowered = _on_devices(init, mesh, seeded=1).lower(keys)
     init_compiled = None
@@ -392,7 +414,7 @@ def lower_run(
         with unrolled_threefry():
             return _program_cache.export(segment, *args)
 
-    health = initial_health(len(seeds))
+    health = initial_health(places)
     segment = _program_cache.cached(key, export_segment)
     segment_args = (init_lowered.out_info, health, eval_keys, jnp.int32(0), jnp.int32(0))
     return RunPrograms(
@@ -673,7 +695,7 @@ def _run(
 
     def record(timestep: int, outputs: Any) -> None:
         """Keep a finished segment's summary, hand its rows to the writer, report progress."""
-        summary = _summaries(jax.device_get(outputs))
+        summary = _summaries(_seeds_only(jax.device_get(outputs), len(seeds)))
         history.append((timestep, summary))
         if writer is not None:
             writer.write(rows(timestep, summary))
@@ -688,7 +710,7 @@ def _run(
     def save(segments_done: int, state: Any) -> None:
         checkpointer.save(
             segments_done,
-            state,
+            _seeds_only(jax.device_get(state), len(seeds)),
             {
                 "run_config": run_config,
                 "history": [[t, {k: v.tolist() for k, v in s.items()}] for t, s in history],
@@ -728,8 +750,12 @@ def _run(
                 state = watched(init, (keys,), "the seeds' initialisation", [])
                 health = programs.health
             else:
-                template = (programs.init.out_info, programs.health)
-                state, health = jax.device_put(start.state(template))
+                template = (
+                    _with_seeds(programs.init.out_info, len(seeds)),
+                    _seeds_only(programs.health, len(seeds)),
+                )
+                state, health = _with_places(start.state(template), programs.places)
+                state, health = jax.device_put((state, health))
             durations: list[float] = []
             for index in range(segments_done, len(lengths)):
                 iterations_done = sum(lengths[:index])
@@ -796,6 +822,10 @@ def _run(
                 writer.close()
     run_s = time.perf_counter() - run_start
 
+    if programs.places > len(seeds):
+        # Without the first seed's copies, gathered on one device: a slice of the sharded
+        # state would be replicated on every device.
+        state = _seeds_only(jax.device_put(state, jax.local_devices()[0]), len(seeds))
     return TrainResult.from_history(
         agent=agent,
         state=state,
