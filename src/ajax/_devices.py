@@ -1,5 +1,5 @@
-"""Seeds sharded over devices: a run's seeds split evenly over the devices it can use, each
-device running the same per-seed program on its share.
+"""Seeds sharded over devices: a run's seeds split over the devices it can use, each device
+running the same per-seed program on its share.
 
 On a CPU, JAX shows one device, and one program runs its kernels one after another: the
 small kernels of an RL iteration (a few units wide, a few copies) keep one core busy while
@@ -21,8 +21,8 @@ in the process runs as before; ``jax.devices()`` lists the extra devices, and co
 A run gives each device as few seeds as any split allows (:func:`seed_split`): 8 seeds on 2
 cores run 4 per core, 3 seeds 2 per core, the second core's second place taken by a copy of
 the first seed whose results are dropped (it costs that core's time, not the run's, which
-the first core's two seeds set).
-Accelerators are devices already: seeds spread over several GPUs the same way.
+the first core's two seeds set). Accelerators are devices already: seeds spread over
+several GPUs the same way.
 """
 
 from __future__ import annotations
@@ -68,9 +68,8 @@ def configure() -> int | None:
     from jax._src import xla_bridge
 
     count = requested_cpu_devices()
-    chosen = jax.config.jax_num_cpu_devices >= 0 or _XLA_DEVICE_COUNT_FLAG in os.environ.get(
-        "XLA_FLAGS", ""
-    )
+    flags = os.environ.get("XLA_FLAGS", "")
+    chosen = jax.config.jax_num_cpu_devices >= 0 or _XLA_DEVICE_COUNT_FLAG in flags
     if chosen or xla_bridge.backends_are_initialized():
         return None
     jax.config.update("jax_num_cpu_devices", count)
