@@ -47,6 +47,7 @@ os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 import jax
 
 import ajax
+from ajax.agents.base import Agent
 
 HERE = Path(__file__).resolve().parent
 BASELINE = HERE / "baseline.jsonl"
@@ -73,6 +74,17 @@ TASKS: dict[str, tuple[str, dict]] = {
     "ASAC": ("Pendulum-v1", {"learning_starts": 1_000}),
     "AVG": ("Pendulum-v1", {}),
 }
+
+
+def goal_agent(agent_name: str) -> Agent:
+    """The agent as the goals time it against rejax: its bench task, 4 copies, rejax's
+    networks and schedule where they differ from Ajax's defaults, and rejax's default replay
+    buffer for the replay agents."""
+    env_id, settings = TASKS[agent_name]
+    settings = (settings or {}) | (PEERS["rejax"][agent_name].overrides or {})
+    if agent_name in REPLAY_AGENTS:
+        settings |= {"buffer_size": REJAX_BUFFER}
+    return ajax.AGENTS[agent_name](env_id=env_id, n_envs=N_ENVS, **settings)
 
 
 def time_ajax(

@@ -26,10 +26,9 @@ os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 
 import jax
 import jax.numpy as jnp
-from agent_bench import GOAL_BUDGETS, N_ENVS, PEERS, REJAX_BUFFER, REPLAY_AGENTS, TASKS
+from agent_bench import GOAL_BUDGETS, goal_agent
 from records import emit
 
-import ajax
 from ajax import loop
 from ajax._xla import compiler_options
 
@@ -41,11 +40,7 @@ SIDES = {
 
 
 def trial(name: str, side: str, n_seeds: int) -> dict[str, float]:
-    env_id, settings = TASKS[name]
-    settings = (settings or {}) | (PEERS["rejax"][name].overrides or {})
-    if name in REPLAY_AGENTS:
-        settings |= {"buffer_size": REJAX_BUFFER}
-    agent = getattr(ajax, name)(env_id=env_id, n_envs=N_ENVS, **settings)
+    agent = goal_agent(name)
     plan = loop.plan_run(agent, GOAL_BUDGETS[name], None)
     start = time.perf_counter()
     with SIDES[side]():
