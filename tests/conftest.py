@@ -1,7 +1,8 @@
 """Shared fixtures. Tests run on the CPU with a compile cache of their own, so they neither
-read nor fill the user's cache; runs that several tests inspect are trained once. They run with
-two CPU devices on any machine, so that runs of an even number of seeds are sharded over
-devices (``ajax._devices``) and the others are not.
+read nor fill the user's cache; it is kept from one session to the next, so that a rerun
+compiles only the programs that changed. Runs that several tests inspect are trained once.
+They run with two CPU devices on any machine, so that runs of an even number of seeds are
+sharded over devices (``ajax._devices``) and the others are not.
 
 The learning tests take their seeds from the ``seeds`` fixture and check their bars through
 the ``bar`` fixture, so that ``benchmarks/learning_robustness.py`` can rerun them on other
@@ -10,10 +11,15 @@ seeds (``--seed-offset``) and collect how far each result lies from its bar
 
 import json
 import os
-import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ["AJAX_JAX_COMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="ajax-test-cache-")
+# The tests' compile cache sits beside the user's (~/.cache/ajax/jax_compile_cache). Its
+# entries are keyed by the programs and by Ajax's source (ajax._program_cache), so a stale
+# one is never read. AJAX_TEST_COMPILE_CACHE_DIR pointed at a new directory times a session
+# that compiles everything.
+os.environ["AJAX_JAX_COMPILE_CACHE_DIR"] = os.environ.get(
+    "AJAX_TEST_COMPILE_CACHE_DIR"
+) or os.path.expanduser("~/.cache/ajax/test_compile_cache")
 os.environ["AJAX_CPU_DEVICES"] = "2"
 
 import numpy as np
@@ -22,8 +28,18 @@ import pytest
 import ajax
 from ajax import PPO, LoggingConfig
 
+#: What the tests' compile cache is trimmed to when a session starts; a session adds about
+#: 20 MB.
+TEST_CACHE_BYTES = 1_000_000_000
+
 #: PureJaxRL's CartPole configuration (the PPO defaults), 4 seeds, 200k steps.
 CARTPOLE_STEPS = 200_000
+
+
+def pytest_configure(config):
+    # Trimmed once, by the controller: an xdist worker would race the other's writes.
+    if not hasattr(config, "workerinput"):
+        ajax._compile_cache.prune(ajax._compile_cache.cache_root(), TEST_CACHE_BYTES)
 
 
 def pytest_addoption(parser):
@@ -128,4 +144,6 @@ def cache_env(tmp_path, monkeypatch):
     monkeypatch.setenv("AJAX_JAX_COMPILE_CACHE_DIR", str(root))
     monkeypatch.delenv("AJAX_NO_COMPILE_CACHE", raising=False)
     yield root
+    # Back to the tests' cache: the environment first, then JAX's option from it.
+    monkeypatch.undo()
     ajax._compile_cache.configure()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import jax
 import jaxlib
@@ -54,8 +55,17 @@ def test_default_root_and_off_switch(monkeypatch):
         assert _compile_cache.configure() is None
         assert jax.config.jax_compilation_cache_dir is None
     finally:
-        monkeypatch.delenv("AJAX_NO_COMPILE_CACHE")
+        # The tests' cache again, not the user's default.
+        monkeypatch.undo()
         _compile_cache.configure()
+
+
+def test_the_suite_compiles_into_a_cache_apart_from_the_users():
+    # conftest keeps the tests' programs out of the user's cache, from session to session.
+    root = _compile_cache.cache_root()
+    users = _compile_cache.DEFAULT_ROOT.expanduser()
+    assert root != users and users not in root.parents and root not in users.parents
+    assert Path(jax.config.jax_compilation_cache_dir).parent == root
 
 
 def _entry(directory, key, size, last_used):
