@@ -65,6 +65,7 @@ def test_the_suite_compiles_into_a_cache_apart_from_the_users():
     root = _compile_cache.cache_root()
     users = _compile_cache.DEFAULT_ROOT.expanduser()
     assert root != users and users not in root.parents and root not in users.parents
+    assert _compile_cache.enabled(), "a test left AJAX_NO_COMPILE_CACHE set"
     assert Path(jax.config.jax_compilation_cache_dir).parent == root
 
 
