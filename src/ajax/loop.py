@@ -382,7 +382,7 @@ def lower_run(
     compile of about a second (:attr:`RunPrograms.init_compiled`)."""
     mesh, share = seed_mesh(len(seeds))
     places = share * (1 if mesh is None else mesh.size)
-    keys = seed_keys(seeds + seeds[:1] * (places - len(seeds)))
+    keys = _with_places(seed_keys(seeds), places)
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
     key = _program_cache.run_key(agent, share, num_episode_test if evaluate else None)
     train_env = agent.env_copies(agent.n_envs)
