@@ -28,8 +28,10 @@ import numpy as np
 
 from ajax._version import __version__
 
-#: The layout of a checkpoint's ``meta`` item.
-FORMAT = 1
+#: The layout of a checkpoint: its ``meta`` item, and the state's. 2: the on-policy agents'
+#: optimiser state follows the fit's layout of the parameters (``ajax.minibatches``), so a
+#: format-1 checkpoint's would be read in the wrong order.
+FORMAT = 2
 _ITEMS = ("state", "meta")
 
 
