@@ -148,6 +148,11 @@ def test_resume_refuses_another_run_or_another_version(tmp_path, reference, monk
     with pytest.raises(ValueError, match=r"written by Ajax .* this is Ajax 9\.9\.9.*Resume it"):
         ajax.resume(run)
     monkeypatch.undo()
+    # The same version with another layout of the state (the format) is refused too.
+    monkeypatch.setattr(ajax.loop, "CHECKPOINT_FORMAT", 99)
+    with pytest.raises(ValueError, match=r"format 2; this is Ajax .* reads format 99.*format 2\)"):
+        ajax.resume(run)
+    monkeypatch.undo()
     # A fresh run into a directory holding checkpoints refuses it, before compiling.
     monkeypatch.setattr(ajax.loop, "lower_run", lambda *a: pytest.fail("compiled"))
     with pytest.raises(ValueError, match=r"already holds checkpoints.*ajax\.resume"):

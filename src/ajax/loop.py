@@ -596,10 +596,11 @@ def resume(
     written_by = meta.get("ajax_version")
     if meta.get("format") != CHECKPOINT_FORMAT or written_by != __version__:
         raise ValueError(
-            f"The checkpoint in {found.directory} was written by Ajax {written_by} (checkpoint "
-            f"format {meta.get('format')}); this is Ajax {__version__} (format "
-            f"{CHECKPOINT_FORMAT}), whose programs may compute differently, so it cannot "
-            f"continue the run exactly. Resume it with Ajax {written_by}."
+            f"The checkpoint in {found.directory} was written by Ajax {written_by} in "
+            f"checkpoint format {meta.get('format')}; this is Ajax {__version__}, which reads "
+            f"format {CHECKPOINT_FORMAT} and whose programs may compute differently, so it "
+            "cannot continue the run exactly. Resume it with the Ajax that wrote it (version "
+            f"{written_by}, checkpoint format {meta.get('format')})."
         )
     config = meta["run_config"]
     if agent is None:
