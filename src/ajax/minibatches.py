@@ -23,12 +23,13 @@ def fit_minibatches(
     """``n_epochs`` passes over ``batch`` (leaves with a common leading axis), each shuffled
     and cut into ``n_minibatches`` equal minibatches, one gradient step on ``loss`` per
     minibatch. ``optimizer`` gives the direction and ``learning_rate`` the (possibly
-    annealed) step size. ``state`` has ``params``, ``opt_state`` and ``key`` fields; returns it
-    with all three moved on, and the mean of the loss's metrics.
+    annealed) step size. ``state`` has ``params``, ``opt_state`` (from :func:`fit_opt_state`)
+    and ``key`` fields; returns it with all three moved on, and the mean of the loss's
+    metrics.
 
     Through the fit the parameters are carried as their matrices and one vector of every
     other leaf (:func:`_matrices_apart`), and ``optimizer`` updates them in that layout, so
-    its state's elements follow it. A product reads a matrix where it lies; biases and
+    its state is initialised in it too. A product reads a matrix where it lies; biases and
     normalisation scales are read through slices of the vector that XLA fuses into the
     element-wise kernels using them. A minibatch step then ends in one kernel per matrix and
     one for the vector, where it ended in one per leaf. XLA's CPU runtime hands half of the
@@ -65,6 +66,12 @@ def fit_minibatches(
     )
     state = state.replace(params=join(carried), opt_state=opt_state, key=key)
     return state, jax.tree.map(jnp.mean, metrics)
+
+
+def fit_opt_state(optimizer: optax.GradientTransformation, params: Any) -> optax.OptState:
+    """``optimizer``'s initial state for :func:`fit_minibatches`, in the layout the fit
+    updates ``params`` in."""
+    return optimizer.init(_matrices_apart(params)[0])
 
 
 def _matrices_apart(params: Any) -> tuple[Any, Callable[[Any], Any]]:

@@ -161,7 +161,8 @@ class APG(Agent):
             return {"actor": self.actor.init(params_key, self._flat(obs))}
 
         params, cursor, key = self._start(key, env, init_params)
-        return OnPolicyState.start(params, self._optimizer, cursor, key, total_iterations)
+        opt_state = self._optimizer.init(params)
+        return OnPolicyState.start(params, opt_state, cursor, key, total_iterations)
 
     def iteration(
         self, state: OnPolicyState, env: Env

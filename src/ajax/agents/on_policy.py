@@ -28,7 +28,7 @@ from flax import struct
 from ajax.acting import EnvCursor, PolicyFn, Transition, episode_metrics, rollout
 from ajax.agents.base import Agent, hyperparameter
 from ajax.envs import Env
-from ajax.minibatches import check_minibatches, fit_minibatches
+from ajax.minibatches import check_minibatches, fit_minibatches, fit_opt_state
 from ajax.updates import annealed, clipped_over_one_vector
 
 
@@ -73,16 +73,16 @@ class OnPolicyState:
     def start(
         cls,
         params: Any,
-        optimizer: optax.GradientTransformation,
+        opt_state: optax.OptState,
         cursor: EnvCursor,
         key: jax.Array,
         total_iterations: int,
         stats: Any = (),
     ) -> OnPolicyState:
-        """The state before the first iteration."""
+        """The state before the first iteration, with the optimiser's initial state."""
         return cls(
             params=params,
-            opt_state=optimizer.init(params),
+            opt_state=opt_state,
             cursor=cursor,
             key=key,
             iteration=jnp.zeros((), jnp.int32),
@@ -142,8 +142,9 @@ class OnPolicyAgent(Agent):
 
     def init(self, key: jax.Array, env: Env, total_iterations: int) -> OnPolicyState:
         params, cursor, key = self._start(key, env, self._init_params)
+        opt_state = fit_opt_state(self._optimizer, params)
         return OnPolicyState.start(
-            params, self._optimizer, cursor, key, total_iterations, self._initial_stats()
+            params, opt_state, cursor, key, total_iterations, self._initial_stats()
         )
 
     def iteration(
