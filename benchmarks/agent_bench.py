@@ -39,7 +39,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
@@ -47,6 +47,7 @@ os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 import jax
 
 import ajax
+from ajax import loop
 from ajax.agents.base import Agent
 
 HERE = Path(__file__).resolve().parent
@@ -85,6 +86,13 @@ def goal_agent(agent_name: str) -> Agent:
     if agent_name in REPLAY_AGENTS:
         settings |= {"buffer_size": REJAX_BUFFER}
     return ajax.AGENTS[agent_name](env_id=env_id, n_envs=N_ENVS, **settings)
+
+
+def lower_goal_run(agent_name: str, agent: Agent, n_seeds: int) -> tuple[loop.RunPlan, Any]:
+    """``agent``'s run at ``agent_name``'s goal budget over seeds ``0..n_seeds-1``, planned
+    and lowered as ``train`` lowers it without logging: the plan and the run's programs."""
+    plan = loop.plan_run(agent, GOAL_BUDGETS[agent_name], None)
+    return plan, loop.lower_run(agent, list(range(n_seeds)), plan, 1, False, False)
 
 
 def time_ajax(

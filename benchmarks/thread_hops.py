@@ -29,11 +29,10 @@ os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 
 import jax
 import jax.numpy as jnp
-from agent_bench import GOAL_BUDGETS, goal_agent
+from agent_bench import GOAL_BUDGETS, goal_agent, lower_goal_run
 from records import emit
 
 import ajax
-from ajax import loop
 from ajax._xla import compiler_options
 
 #: The name XLA gives its CPU pool's threads (``tf_XLAEigen``).
@@ -63,8 +62,7 @@ def ajax_commit() -> str:
 
 def measure(name: str, n_seeds: int, calls: int) -> dict:
     agent = goal_agent(name)
-    plan = loop.plan_run(agent, GOAL_BUDGETS[name], None)
-    programs = loop.lower_run(agent, list(range(n_seeds)), plan, 1, False, False)
+    plan, programs = lower_goal_run(name, agent, n_seeds)
     init = programs.init.compile(compiler_options(agent, runs_once=True))
     segment = programs.segment.compile(compiler_options(agent))
     iterations = plan.n_iterations

@@ -26,7 +26,7 @@ os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 
 import jax
 import jax.numpy as jnp
-from agent_bench import GOAL_BUDGETS, goal_agent
+from agent_bench import GOAL_BUDGETS, goal_agent, lower_goal_run
 from records import emit
 
 from ajax import loop
@@ -41,10 +41,9 @@ SIDES = {
 
 def trial(name: str, side: str, n_seeds: int) -> dict[str, float]:
     agent = goal_agent(name)
-    plan = loop.plan_run(agent, GOAL_BUDGETS[name], None)
     start = time.perf_counter()
     with SIDES[side]():
-        programs = loop.lower_run(agent, list(range(n_seeds)), plan, 1, False, False)
+        plan, programs = lower_goal_run(name, agent, n_seeds)
     lower_s = time.perf_counter() - start
     start = time.perf_counter()
     init = programs.init.compile(compiler_options(agent, runs_once=True))

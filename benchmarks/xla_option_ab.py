@@ -28,10 +28,9 @@ os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 
 import jax
 import jax.numpy as jnp
-from agent_bench import GOAL_BUDGETS, goal_agent
+from agent_bench import GOAL_BUDGETS, goal_agent, lower_goal_run
 from records import emit
 
-from ajax import loop
 from ajax._xla import compiler_options
 
 #: An instruction XLA's CPU runtime launches on its own: a fusion, a product, a library call.
@@ -53,8 +52,7 @@ def parse_option(text: str) -> tuple[str, object]:
 
 def compare(name: str, extra: dict, n_seeds: int, iterations: int, calls: int) -> dict:
     agent = goal_agent(name)
-    plan = loop.plan_run(agent, GOAL_BUDGETS[name], None)
-    programs = loop.lower_run(agent, list(range(n_seeds)), plan, 1, False, False)
+    _, programs = lower_goal_run(name, agent, n_seeds)
     init = programs.init.compile(compiler_options(agent, runs_once=True))
     sides = {"default": compiler_options(agent) or {}}
     sides["option"] = sides["default"] | extra
