@@ -88,6 +88,18 @@ def goal_agent(agent_name: str) -> Agent:
     return ajax.AGENTS[agent_name](env_id=env_id, n_envs=N_ENVS, **settings)
 
 
+def goal_parser(doc: str) -> argparse.ArgumentParser:
+    """The command line of a script that measures the goal agents one by one: ``--agents``
+    (the goal agents by default), ``--seeds`` and ``--out`` (a JSON-lines file the rows are
+    appended to, besides standard output), described by the first paragraph of the
+    script's ``doc``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--agents", nargs="+", default=list(GOAL_BUDGETS))
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--out", default=None)
+    return parser
+
+
 def lower_goal_run(agent_name: str, agent: Agent, n_seeds: int) -> tuple[loop.RunPlan, Any]:
     """``agent``'s run at ``agent_name``'s goal budget over seeds ``0..n_seeds-1``, planned
     and lowered as ``train`` lowers it without logging: the plan and the run's programs."""

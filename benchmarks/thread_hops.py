@@ -17,7 +17,6 @@ find it. The compile cache is off.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -29,7 +28,7 @@ os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 
 import jax
 import jax.numpy as jnp
-from agent_bench import GOAL_BUDGETS, goal_agent, lower_goal_run
+from agent_bench import goal_agent, goal_parser, lower_goal_run
 from records import emit
 
 import ajax
@@ -93,11 +92,8 @@ def measure(name: str, n_seeds: int, calls: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--agents", nargs="+", default=list(GOAL_BUDGETS))
-    parser.add_argument("--seeds", type=int, default=1)
+    parser = goal_parser(__doc__)
     parser.add_argument("--calls", type=int, default=5)
-    parser.add_argument("--out", default=None)
     args = parser.parse_args()
     for name in args.agents:
         emit(measure(name, args.seeds, args.calls), args.out)

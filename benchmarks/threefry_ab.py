@@ -14,7 +14,6 @@ exporting both programs), the XLA compile of each, and the segment's execution.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import statistics
@@ -26,7 +25,7 @@ os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 
 import jax
 import jax.numpy as jnp
-from agent_bench import GOAL_BUDGETS, goal_agent, lower_goal_run
+from agent_bench import goal_agent, goal_parser, lower_goal_run
 from records import emit
 
 from ajax import loop
@@ -65,11 +64,8 @@ def trial(name: str, side: str, n_seeds: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--agents", nargs="+", default=list(GOAL_BUDGETS))
-    parser.add_argument("--seeds", type=int, default=1)
+    parser = goal_parser(__doc__)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--out", default=None)
     args = parser.parse_args()
     for name in args.agents:
         rows: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}

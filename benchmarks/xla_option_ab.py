@@ -16,7 +16,6 @@ the program's text counts them) and its execution per iteration over the calls.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import os
 import re
@@ -28,7 +27,7 @@ os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 
 import jax
 import jax.numpy as jnp
-from agent_bench import GOAL_BUDGETS, goal_agent, lower_goal_run
+from agent_bench import goal_agent, goal_parser, lower_goal_run
 from records import emit
 
 from ajax._xla import compiler_options
@@ -92,13 +91,10 @@ def compare(name: str, extra: dict, n_seeds: int, iterations: int, calls: int) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = goal_parser(__doc__)
     parser.add_argument("--option", action="append", required=True, help="name=value")
-    parser.add_argument("--agents", nargs="+", default=list(GOAL_BUDGETS))
-    parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--out", default=None)
     args = parser.parse_args()
     extra = dict(map(parse_option, args.option))
     for name in args.agents:
