@@ -90,12 +90,12 @@ def ajax_side(path: Path) -> dict[str, np.ndarray]:
     import jax
 
     from ajax import DQN
-    from ajax.loop import init_program, seed_keys
+    from ajax.loop import init_program, seed_array
 
     agent = DQN(env_id="CartPole-v1", double_dqn=False, n_step=1, anneal_lr=False)
     c = agent.config
     env = agent.env_copies(agent.n_envs)
-    state = jax.tree.map(lambda x: x[0], init_program(agent, env, 100)(seed_keys([0])))
+    state = jax.tree.map(lambda x: x[0], init_program(agent, env, 100)(seed_array([0])))
     warmup = jax.jit(lambda s: agent.warmup(s, env)[0])
     for _ in range(-(-c.learning_starts // agent.steps_per_iteration)):
         state = warmup(state)

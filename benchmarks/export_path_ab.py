@@ -38,8 +38,7 @@ def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_ini
     train_env = agent.env_copies(agent.n_envs)
     eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
     init = loop.init_program(agent, train_env, plan.n_iterations)
-    keys = loop.seed_keys(seeds)
-    eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+    run_seeds = loop.seed_array(seeds)
     segment = jax.jit(
         jax.vmap(
             loop._segment_program(agent, train_env, eval_env),
@@ -49,11 +48,10 @@ def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_ini
         donate_argnums=0,
     )
     health = loop.initial_health(len(seeds))
-    args = (jax.eval_shape(init, keys), health, eval_keys, jnp.int32(0), jnp.int32(0))
-    init_lowered = init.lower(keys)
+    args = (jax.eval_shape(init, run_seeds), health, run_seeds, jnp.int32(0), jnp.int32(0))
+    init_lowered = init.lower(run_seeds)
     return loop.RunPrograms(
-        keys,
-        eval_keys,
+        run_seeds,
         health,
         loop.watched_metrics(jax.eval_shape(segment, *args)[2]["sums"]),
         init_lowered,

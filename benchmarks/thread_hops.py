@@ -67,9 +67,9 @@ def measure(name: str, n_seeds: int, calls: int) -> dict:
     iterations = plan.n_iterations
 
     def call() -> float:
-        state = jax.block_until_ready(init(programs.keys))
+        state = jax.block_until_ready(init(programs.seeds))
         start = time.perf_counter()
-        args = (programs.eval_keys, jnp.int32(0), jnp.int32(iterations))
+        args = (programs.seeds, jnp.int32(0), jnp.int32(iterations))
         jax.block_until_ready(segment(state, programs.health, *args))
         return time.perf_counter() - start
 

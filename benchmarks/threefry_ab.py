@@ -50,9 +50,9 @@ def trial(name: str, side: str, n_seeds: int) -> dict[str, float]:
     start = time.perf_counter()
     segment = programs.segment.compile(compiler_options(agent))
     segment_compile_s = time.perf_counter() - start
-    state = jax.block_until_ready(init(programs.keys))
+    state = jax.block_until_ready(init(programs.seeds))
     start = time.perf_counter()
-    args = (programs.health, programs.eval_keys, jnp.int32(0), jnp.int32(plan.n_iterations))
+    args = (programs.health, programs.seeds, jnp.int32(0), jnp.int32(plan.n_iterations))
     jax.block_until_ready(segment(state, *args))
     execution_s = time.perf_counter() - start
     return {

@@ -64,8 +64,8 @@ def compare(name: str, extra: dict, n_seeds: int, iterations: int, calls: int) -
         figures[side] = {"compile_s": compile_s, "kernels": kernels, "ms_per_iteration": []}
     for call in range(calls):
         for side in list(sides)[:: 1 if call % 2 == 0 else -1]:
-            state = jax.block_until_ready(init(programs.keys))
-            args = (programs.eval_keys, jnp.int32(0), jnp.int32(iterations))
+            state = jax.block_until_ready(init(programs.seeds))
+            args = (programs.seeds, jnp.int32(0), jnp.int32(iterations))
             start = time.perf_counter()
             jax.block_until_ready(executables[side](state, programs.health, *args))
             figures[side]["ms_per_iteration"].append(

@@ -9,7 +9,7 @@ import pytest
 from ajax import APG, evaluate
 from ajax.acting import rollout
 from ajax.envs.wrappers import RunningMoments
-from ajax.loop import init_program, seed_keys
+from ajax.loop import init_program, seed_array
 from ajax.result import TrainResult
 
 from .states import initial_state
@@ -111,7 +111,7 @@ def test_apg_runs_on_brax_with_differentiable_resets():
 
 def _untrained_returns(agent, seeds, episodes):
     """Each seed's mean return with its initial parameters, evaluated as ajax.evaluate does."""
-    state = init_program(agent, agent.env_copies(agent.n_envs), 1)(seed_keys(seeds))
+    state = init_program(agent, agent.env_copies(agent.n_envs), 1)(seed_array(seeds))
     untrained = TrainResult(agent=agent, state=state, seeds=seeds, n_timesteps=0, evaluations={})
     return evaluate(untrained, num_episodes=episodes)
 

@@ -7,7 +7,7 @@ import pytest
 
 from ajax import DQN
 from ajax.buffers import Episodes, EpisodeStore, ReplayBuffer, transition_bytes
-from ajax.loop import check_memory, init_program, seed_keys, state_bytes
+from ajax.loop import check_memory, init_program, seed_array, state_bytes
 
 
 def _example():
@@ -56,7 +56,7 @@ def test_transition_bytes():
 
 def _state_shape(agent, seeds):
     env = agent.env_copies(agent.n_envs)
-    return jax.eval_shape(init_program(agent, env, 1), seed_keys(seeds))
+    return jax.eval_shape(init_program(agent, env, 1), seed_array(seeds))
 
 
 def test_memory_grows_with_seeds_and_buffer_size():

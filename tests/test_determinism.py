@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from ajax import PPO, LoggingConfig
+from ajax.loop import seed_array, seed_key
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +63,25 @@ def test_different_seeds_differ(agent):
         assert not np.allclose(a, b)
     episodes = result.train_metrics["train/episode_length"]
     assert episodes[0, -1] != episodes[1, -1]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2**31 - 1, 2**31, 2**32 - 1])
+def test_a_programs_key_for_a_seed_is_jaxs_key_for_it(seed):
+    # The programs make each seed's key from the seed itself; it must be the key a user
+    # gets from jax.random.PRNGKey(seed), up to the largest seed train accepts.
+    made = jax.jit(jax.vmap(seed_key))(seed_array([seed]))[0]
+    np.testing.assert_array_equal(made, jax.random.PRNGKey(seed))
+
+
+def test_an_evaluation_draws_the_same_episodes_whatever_the_segments(agent, three_seeds, tmp_path):
+    # The evaluation after 6,144 steps, in a run logged every 3,072 steps instead of every
+    # 2,048: the same state, evaluated with the same key, so the same episodes.
+    config = LoggingConfig(log_frequency=3072, log_dir=tmp_path)
+    other = agent.train(seed=[0, 1, 2], n_timesteps=6144, logging_config=config)
+    assert list(other.evaluations["timestep"]) == [3072, 6144]
+    np.testing.assert_array_equal(
+        other.evaluations["episode_return"][:, -1],
+        three_seeds.evaluations["episode_return"][:, -1],
+    )
+    for a, b in zip(jax.tree.leaves(other.state), jax.tree.leaves(three_seeds.state), strict=True):
+        np.testing.assert_array_equal(a, b)

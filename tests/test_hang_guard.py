@@ -11,7 +11,7 @@ import pytest
 
 import ajax
 from ajax import AGENTS, PPO, LoggingConfig, RunHungError, Watchdog
-from ajax.loop import init_program, lower_run, plan_run, seed_keys
+from ajax.loop import init_program, lower_run, plan_run, seed_array, seed_key
 
 from .states import SMALL
 
@@ -32,8 +32,8 @@ def test_the_guard_sees_a_batched_qr():
     """The check can fail: vmapping the seeds' initialisation batches PPO's orthogonal QRs."""
     agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
     env = agent.env_copies(2)
-    vmapped = jax.jit(jax.vmap(lambda k: agent.init(k, env, 1)))
-    calls = lapack_calls(vmapped.lower(seed_keys([0, 1, 2])).compile().as_text())
+    vmapped = jax.jit(jax.vmap(lambda s: agent.init(seed_key(s), env, 1)))
+    calls = lapack_calls(vmapped.lower(seed_array([0, 1, 2])).compile().as_text())
     assert any(batch > 0 for _, batch in calls)
 
 
@@ -58,7 +58,7 @@ def test_no_program_holds_a_batched_lapack_call(name):
 def test_initial_state_of_a_seed_is_the_same_in_any_batch():
     agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
     init = init_program(agent, agent.env_copies(2), 1)
-    batch, alone = init(seed_keys([4, 9, 2])), init(seed_keys([9]))
+    batch, alone = init(seed_array([4, 9, 2])), init(seed_array([9]))
     for a, b in zip(jax.tree.leaves(batch), jax.tree.leaves(alone), strict=True):
         np.testing.assert_array_equal(a[1], b[0])
 

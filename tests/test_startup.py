@@ -115,3 +115,31 @@ def test_target_gym_is_built_without_its_dependencies_warnings():
     )
     assert result["id"] == "target_gym/cstr"
     assert "Warning" not in stderr, stderr
+
+
+def test_a_run_compiles_its_two_programs_and_nothing_else():
+    # In a fresh process every eager JAX operation compiles a program of its own, for tens
+    # of milliseconds; a run's set-up makes its seeds' keys inside its programs and its
+    # other inputs on the host, so the init and the segment are all that a run compiles
+    # (once the options check, made once per process, is done).
+    compiled, _ = run_fresh(
+        "import json, logging, tempfile\n"
+        "import jax, ajax\n"
+        "from ajax._xla import compiler_options\n"
+        "names = []\n"
+        "class Compiles(logging.Handler):\n"
+        "    def emit(self, record):\n"
+        "        message = record.getMessage()\n"
+        "        if message.startswith('Finished XLA compilation of '):\n"
+        "            names.append(message.split(' of ', 1)[1].split(' in ')[0])\n"
+        "logging.getLogger('jax').addHandler(Compiles())\n"
+        "jax.config.update('jax_log_compiles', True)\n"
+        "agent = ajax.PPO(env_id='CartPole-v1', n_envs=2, n_steps=16)\n"
+        "compiler_options(agent), compiler_options(agent, runs_once=True)\n"
+        "names.clear()\n"
+        "with tempfile.TemporaryDirectory() as log_dir:\n"
+        "    config = ajax.LoggingConfig(log_frequency=64, log_dir=log_dir)\n"
+        "    agent.train(seed=[0, 3], n_timesteps=128, num_episode_test=2, logging_config=config)\n"
+        "print(json.dumps(names))"
+    )
+    assert len(compiled) == 2, compiled

@@ -47,6 +47,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax._src.interpreters import mlir
 from jax.extend.random import threefry2x32_p
 
@@ -60,7 +61,9 @@ BACKEND_OPT_LEVEL = "xla_backend_optimization_level"
 def _understood(option: str, value: Any) -> bool:
     """Whether this jaxlib's CPU compiler takes ``option`` (some are marked experimental)."""
     try:
-        jax.jit(jnp.negative).lower(jnp.zeros(1)).compile(compiler_options={option: value})
+        jax.jit(jnp.negative).lower(np.zeros(1, np.float32)).compile(
+            compiler_options={option: value}
+        )
     except jax.errors.JaxRuntimeError:
         return False
     return True

@@ -72,9 +72,27 @@ def seeds_of(seed: int | Sequence[int]) -> list[int]:
     return [int(s) for s in seeds]
 
 
-def seed_keys(seeds: list[int]) -> jax.Array:
-    """One PRNG key per seed; seed i's key is the same in any batch, so its run is too."""
-    return jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+def seed_array(seeds: list[int]) -> np.ndarray:
+    """The seeds as the run's programs take them, one uint32 each, on the host: each program
+    makes its seed's key itself (:func:`seed_key`). Keys made outside the programs cost a
+    fresh process a handful of tiny eager programs, each compiled on its own (PERFORMANCE_
+    REPORT.md, "Nothing compiled eagerly")."""
+    return np.asarray(seeds, np.uint32)
+
+
+def seed_key(seed: jax.Array) -> jax.Array:
+    """Inside a program, the PRNG key of ``seed`` (a uint32 of :func:`seed_array`): the key
+    ``jax.random.PRNGKey(seed)`` gives, so seed i's key, and its run, are the same in any
+    batch."""
+    return jax.random.PRNGKey(seed)
+
+
+def evaluation_key(seed: jax.Array, iteration: jax.Array) -> jax.Array:
+    """The key of ``seed``'s evaluation after ``iteration`` iterations: it depends on nothing
+    else, so an evaluation at a given step draws the same episodes whatever the run's
+    segments (its ``log_frequency``), and a resumed run draws what the uninterrupted one
+    did."""
+    return jax.random.fold_in(jax.random.fold_in(seed_key(seed), 1), iteration)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,7 +153,7 @@ def check_memory(state_shape: Any, n_seeds: int, available: int | None = None) -
 
 
 def init_program(agent: Any, env: Any, n_iterations: int) -> Callable:
-    """Every seed's initial state, from a stack of seed keys.
+    """Every seed's initial state, from the seeds (:func:`seed_array`).
 
     The seeds are initialised one after another (``lax.map``), not vmapped. Under a vmap,
     flax's orthogonal initialiser becomes one batched QR factorisation per layer, which
@@ -146,7 +164,9 @@ def init_program(agent: Any, env: Any, n_iterations: int) -> Callable:
     LAPACK call). A batch of one runs inline, and the initialisation is a negligible part of
     a run. It also makes seed i's initial state bit-identical in any batch.
     """
-    return jax.jit(lambda keys: jax.lax.map(lambda k: agent.init(k, env, n_iterations), keys))
+    return jax.jit(
+        lambda seeds: jax.lax.map(lambda s: agent.init(seed_key(s), env, n_iterations), seeds)
+    )
 
 
 def watched_metrics(metric_names: Any) -> list[str]:
@@ -155,13 +175,14 @@ def watched_metrics(metric_names: Any) -> list[str]:
     return [*sorted(k for k in metric_names if k not in _EPISODE_SUMS), "params"]
 
 
-def initial_health(n_seeds: int) -> dict[str, jax.Array]:
+def initial_health(n_seeds: int) -> dict[str, np.ndarray]:
     """Each seed's divergence record: whether it diverged, at which iteration (-1 if not)
-    and in which of :func:`watched_metrics` (-1 if not)."""
+    and in which of :func:`watched_metrics` (-1 if not); host arrays, as :func:`seed_array`
+    is."""
     return {
-        "diverged": jnp.zeros(n_seeds, bool),
-        "iteration": jnp.full(n_seeds, -1, jnp.int32),
-        "metric": jnp.full(n_seeds, -1, jnp.int32),
+        "diverged": np.zeros(n_seeds, bool),
+        "iteration": np.full(n_seeds, -1, np.int32),
+        "metric": np.full(n_seeds, -1, np.int32),
     }
 
 
@@ -246,7 +267,7 @@ def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callab
     # tracing an iteration twice cost PPO a tenth of its lowering.
     iteration = jax.jit(lambda state: agent.iteration(state, train_env))
 
-    def segment(state, health, eval_key, first, n_iterations):
+    def segment(state, health, seed, first, n_iterations):
         _, metric_shapes = jax.eval_shape(iteration, state)
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
         names = watched_metrics(metric_shapes)
@@ -274,8 +295,9 @@ def _segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callab
         state, health = _frozen(agent, state, start_params, health, names, first + n_iterations - 1)
         outputs = {"sums": sums, "learning_iterations": n_iterations - n_warmup}
         if eval_env is not None:
+            key = evaluation_key(seed, first + n_iterations)
             returns, lengths = run_episodes(
-                agent, eval_env, state.params, eval_key, state.cursor.env_state
+                agent, eval_env, state.params, key, state.cursor.env_state
             )
             nan_if_diverged = lambda x: jnp.where(health["diverged"], jnp.nan, x.mean())  # noqa: E731
             outputs["episode_return"] = nan_if_diverged(returns)
@@ -312,14 +334,15 @@ def _summaries(outputs: dict[str, Any]) -> dict[str, np.ndarray]:
 class RunPrograms:
     """The lowered programs of a run and the inputs they take."""
 
-    keys: jax.Array
-    eval_keys: jax.Array
+    #: The seeds (:func:`seed_array`), then copies of the first where they do not fill every
+    #: device's share (:attr:`places`).
+    seeds: np.ndarray
     #: Every seed's divergence record at the start (:func:`initial_health`).
     health: dict[str, jax.Array]
     #: What a divergence is reported under (:func:`watched_metrics`).
     metric_names: list[str]
     init: jax.stages.Lowered
-    #: ``segment(state, health, eval_keys, first, n_iterations) -> (state, health,
+    #: ``segment(state, health, seeds, first, n_iterations) -> (state, health,
     #: outputs)``: iterations ``first`` to ``first + n_iterations``, any number of them.
     segment: jax.stages.Lowered
     #: ``init`` compiled (with the options of a program that runs once) on another thread
@@ -330,7 +353,7 @@ class RunPrograms:
     def places(self) -> int:
         """The length of the programs' seed axis: the run's seeds, then copies of its first
         seed where they do not fill every device's share."""
-        return len(self.keys)
+        return len(self.seeds)
 
 
 def _seeds_only(tree: Any, n_seeds: int) -> Any:
@@ -382,21 +405,20 @@ def lower_run(
     compile of about a second (:attr:`RunPrograms.init_compiled`)."""
     mesh, share = seed_mesh(len(seeds))
     places = share * (1 if mesh is None else mesh.size)
-    keys = _with_places(seed_keys(seeds), places)
-    eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+    run_seeds = _with_places(seed_array(seeds), places)
     key = _program_cache.run_key(agent, share, num_episode_test if evaluate else None)
     train_env = agent.env_copies(agent.n_envs)
     init = _program_cache.cached(
         _program_cache.key_with(key, "init", plan.n_iterations),
         lambda: _program_cache.export(
-            init_program(agent, train_env, plan.n_iterations), keys[:share]
+            init_program(agent, train_env, plan.n_iterations), run_seeds[:share]
         ),
     )
     share_shape = init.out_shape
     # The devices of a CPU share its memory; an accelerator holds its own share.
     held = places if jax.default_backend() == "cpu" else share
     check_memory(_with_seeds(share_shape, held), held)
-    init_lowered = _on_devices(init, mesh, seeded=1).lower(keys)
+    init_lowered = _on_devices(init, mesh, seeded=1).lower(run_seeds)
     init_compiled = None
     if compile_init:
         init_compiled = _compile_in_background(
@@ -410,16 +432,15 @@ def lower_run(
             in_axes=(0, 0, 0, None, None),
             axis_name=SEED_AXIS,
         )
-        args = (share_shape, initial_health(share), eval_keys[:share], jnp.int32(0), jnp.int32(0))
+        args = (share_shape, initial_health(share), run_seeds[:share], np.int32(0), np.int32(0))
         with unrolled_threefry():
             return _program_cache.export(segment, *args)
 
     health = initial_health(places)
     segment = _program_cache.cached(key, export_segment)
-    segment_args = (init_lowered.out_info, health, eval_keys, jnp.int32(0), jnp.int32(0))
+    segment_args = (init_lowered.out_info, health, run_seeds, np.int32(0), np.int32(0))
     return RunPrograms(
-        keys,
-        eval_keys,
+        run_seeds,
         health,
         watched_metrics(segment.out_shape[2]["sums"]),
         init_lowered,
@@ -743,12 +764,11 @@ def _run(
             )
             segment = programs.segment.compile(compiler_options(agent))
             init = None if start is not None else programs.init_compiled.result()
-            keys, eval_keys = programs.keys, programs.eval_keys
             compile_s = time.perf_counter() - start_s
 
             run_start = time.perf_counter()
             if start is None:
-                state = watched(init, (keys,), "the seeds' initialisation", [])
+                state = watched(init, (programs.seeds,), "the seeds' initialisation", [])
                 health = programs.health
             else:
                 template = (
@@ -760,16 +780,15 @@ def _run(
             durations: list[float] = []
             for index in range(segments_done, len(lengths)):
                 iterations_done = sum(lengths[:index])
-                segment_keys = jax.vmap(lambda k, i=index: jax.random.fold_in(k, i))(eval_keys)
                 first = iterations_done * plan.steps_per_iteration
                 last = (iterations_done + lengths[index]) * plan.steps_per_iteration
                 where = f"segment {index + 1} of {len(lengths)}"
                 args = (
                     state,
                     health,
-                    segment_keys,
-                    jnp.int32(iterations_done),
-                    jnp.int32(lengths[index]),
+                    programs.seeds,
+                    np.int32(iterations_done),
+                    np.int32(lengths[index]),
                 )
                 try:
                     state, health, outputs = watched(
