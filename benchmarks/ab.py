@@ -9,7 +9,12 @@ steps/s and compile time.
 
     JAX_PLATFORMS=cpu python benchmarks/ab.py REV_A REV_B [--agents PPO DQN] [--rounds 4]
         [--log-frequency 2000] [--n-timesteps 20000] [--set learning_starts=10_000]
-        [--out benchmarks/ab.jsonl]
+        [--process-per-agent] [--out benchmarks/ab.jsonl]
+
+By default one process runs every agent of a trial, so only the first agent's compile pays
+what a fresh process pays once (JAX's first lowering, the eager operations' programs);
+``--process-per-agent`` gives each agent a process of its own, so that every compile time is
+a fresh process's, as a user's ``ajax train`` is.
 
 Nothing else should run on the machine meanwhile. The bench script itself is taken from the
 working tree, so both commits are timed under the same protocol.
@@ -66,7 +71,9 @@ def main() -> None:
     )
     parser.add_argument("--n-timesteps", type=int, default=None, help="passed on to agent_bench.py")
     parser.add_argument("--set", nargs="+", default=[], help="passed on to agent_bench.py")
+    parser.add_argument("--process-per-agent", action="store_true")
     args = parser.parse_args()
+    groups = [[a] for a in args.agents] if args.process_per_agent else [args.agents]
     extra = [] if args.log_frequency is None else ["--log-frequency", str(args.log_frequency)]
     extra += [] if args.n_timesteps is None else ["--n-timesteps", str(args.n_timesteps)]
     extra += ["--set", *args.set] if args.set else []
@@ -76,7 +83,9 @@ def main() -> None:
         try:
             for round_ in range(args.rounds):
                 for rev, tree in trees.items():
-                    rows = trial(tree, args.agents, Path(tmp) / "trial.jsonl", extra)
+                    rows = {}
+                    for group in groups:
+                        rows |= trial(tree, group, Path(tmp) / "trial.jsonl", extra)
                     for agent, row in rows.items():
                         figures[rev].setdefault(agent, []).append(row)
                         print(
@@ -98,6 +107,7 @@ def main() -> None:
         a, b = medians[args.rev_a], medians[args.rev_b]
         summary = {"agent": agent, "a": args.rev_a, "b": args.rev_b, "rounds": args.rounds}
         summary["log_frequency"] = args.log_frequency
+        summary["process_per_agent"] = args.process_per_agent
         summary |= {"n_timesteps": args.n_timesteps, "set": args.set}
         summary |= {f"a_{m}": a[m] for m in METRICS} | {f"b_{m}": b[m] for m in METRICS}
         summary |= {f"change_{m}": b[m] / a[m] - 1 for m in METRICS}

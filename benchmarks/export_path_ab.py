@@ -32,9 +32,9 @@ from ajax._xla import compiler_options
 from ajax.envs.core import SEED_AXIS
 
 
-def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_init=False):
+def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_segment=False):
     """``loop.lower_run`` as it was before the program cache: ``jax.jit`` of the programs
-    (the init compiled after the segment is lowered, not during)."""
+    (the segment compiled on another thread while the init is lowered, as there)."""
     train_env = agent.env_copies(agent.n_envs)
     eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
     init = loop.init_program(agent, train_env, plan.n_iterations)
@@ -49,16 +49,17 @@ def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_ini
     )
     health = loop.initial_health(len(seeds))
     args = (jax.eval_shape(init, run_seeds), health, run_seeds, jnp.int32(0), jnp.int32(0))
-    init_lowered = init.lower(run_seeds)
+    segment_lowered = segment.lower(*args)
+    segment_compiled = None
+    if compile_segment:
+        segment_compiled = loop._compile_in_background(segment_lowered, compiler_options(agent))
     return loop.RunPrograms(
         run_seeds,
         health,
         loop.watched_metrics(jax.eval_shape(segment, *args)[2]["sums"]),
-        init_lowered,
-        segment.lower(*args),
-        loop._compile_in_background(init_lowered, compiler_options(agent, runs_once=True))
-        if compile_init
-        else None,
+        init.lower(run_seeds),
+        segment_lowered,
+        segment_compiled,
     )
 
 
@@ -114,11 +115,15 @@ def main() -> None:
         for round_ in range(args.rounds):
             order = list(compiled) if round_ % 2 == 0 else list(reversed(compiled))
             for side in order:
-                state = jax.block_until_ready(init(programs.keys))
+                state = jax.block_until_ready(init(programs.seeds))
                 started = time.perf_counter()
                 jax.block_until_ready(
                     compiled[side](
-                        state, programs.eval_keys, jnp.int32(0), jnp.int32(plan.n_iterations)
+                        state,
+                        programs.health,
+                        programs.seeds,
+                        jnp.int32(0),
+                        jnp.int32(plan.n_iterations),
                     )
                 )
                 times[side].append(time.perf_counter() - started)

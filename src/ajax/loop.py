@@ -28,7 +28,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ajax import _program_cache
@@ -338,16 +338,16 @@ class RunPrograms:
     #: device's share (:attr:`places`).
     seeds: np.ndarray
     #: Every seed's divergence record at the start (:func:`initial_health`).
-    health: dict[str, jax.Array]
+    health: dict[str, np.ndarray]
     #: What a divergence is reported under (:func:`watched_metrics`).
     metric_names: list[str]
     init: jax.stages.Lowered
     #: ``segment(state, health, seeds, first, n_iterations) -> (state, health,
     #: outputs)``: iterations ``first`` to ``first + n_iterations``, any number of them.
     segment: jax.stages.Lowered
-    #: ``init`` compiled (with the options of a program that runs once) on another thread
-    #: while the segment was traced, when :func:`lower_run` was asked to; else None.
-    init_compiled: Future | None = None
+    #: ``segment`` compiled on another thread while ``init`` was lowered, when
+    #: :func:`lower_run` was asked to; else None.
+    segment_compiled: Future | None = None
 
     @property
     def places(self) -> int:
@@ -384,7 +384,7 @@ def lower_run(
     plan: RunPlan,
     num_episode_test: int,
     evaluate: bool,
-    compile_init: bool = False,
+    compile_segment: bool = False,
 ) -> RunPrograms:
     """Lower the run's two programs, through ``jax.export`` (:mod:`ajax._program_cache`):
     a relaunch that finds them stored skips tracing. Refuses, before tracing the segment, a
@@ -398,32 +398,24 @@ def lower_run(
     fill the devices' shares, the places left run copies of the first seed (the programs'
     seed axis is :attr:`RunPrograms.places` long; :func:`_run` drops the copies).
 
-    With ``compile_init``, XLA compiles the init program on another thread while the
-    segment is traced in this one: tracing is Python, holding the interpreter's lock, and
-    compiling is XLA's C++, which releases it, so on two cores or more the init's compile
-    costs little time of its own: PPO's tracing ran 0.35-0.45 s slower beside it, against a
-    compile of about a second (:attr:`RunPrograms.init_compiled`)."""
+    The segment is lowered first (from the init's traced shapes), and with
+    ``compile_segment`` XLA compiles it on another thread while the init is lowered in this
+    one: lowering is Python, holding the interpreter's lock, and compiling is XLA's C++, which
+    releases it. The init's lowering is the first of a process to meet a LAPACK call (the
+    orthogonal initialisers' QR), whose set-up imports SciPy's LAPACK bindings, so it took
+    0.3 s of a fresh process (:attr:`RunPrograms.segment_compiled`)."""
     mesh, share = seed_mesh(len(seeds))
     places = share * (1 if mesh is None else mesh.size)
     run_seeds = _with_places(seed_array(seeds), places)
     key = _program_cache.run_key(agent, share, num_episode_test if evaluate else None)
     train_env = agent.env_copies(agent.n_envs)
-    init = _program_cache.cached(
-        _program_cache.key_with(key, "init", plan.n_iterations),
-        lambda: _program_cache.export(
-            init_program(agent, train_env, plan.n_iterations), run_seeds[:share]
-        ),
-    )
-    share_shape = init.out_shape
+    init_key = _program_cache.key_with(key, "init", plan.n_iterations)
+    init = _program_cache.load(init_key)
+    init_fn = init_program(agent, train_env, plan.n_iterations)
+    share_shape = jax.eval_shape(init_fn, run_seeds[:share]) if init is None else init.out_shape
     # The devices of a CPU share its memory; an accelerator holds its own share.
     held = places if jax.default_backend() == "cpu" else share
     check_memory(_with_seeds(share_shape, held), held)
-    init_lowered = _on_devices(init, mesh, seeded=1).lower(run_seeds)
-    init_compiled = None
-    if compile_init:
-        init_compiled = _compile_in_background(
-            init_lowered, compiler_options(agent, runs_once=True)
-        )
 
     def export_segment():
         eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
@@ -438,20 +430,35 @@ def lower_run(
 
     health = initial_health(places)
     segment = _program_cache.cached(key, export_segment)
-    segment_args = (init_lowered.out_info, health, run_seeds, np.int32(0), np.int32(0))
+    state_shape = _with_seeds(share_shape, places, mesh)
+    segment_args = (state_shape, health, run_seeds, np.int32(0), np.int32(0))
+    segment_lowered = _on_devices(segment, mesh, seeded=3, whole=2, donate_argnums=0).lower(
+        *segment_args
+    )
+    segment_compiled = None
+    if compile_segment:
+        segment_compiled = _compile_in_background(segment_lowered, compiler_options(agent))
+    if init is None:
+        init = _program_cache.export(init_fn, run_seeds[:share])
+        _program_cache.store(init_key, init)
     return RunPrograms(
         run_seeds,
         health,
         watched_metrics(segment.out_shape[2]["sums"]),
-        init_lowered,
-        _on_devices(segment, mesh, seeded=3, whole=2, donate_argnums=0).lower(*segment_args),
-        init_compiled,
+        _on_devices(init, mesh, seeded=1).lower(run_seeds),
+        segment_lowered,
+        segment_compiled,
     )
 
 
-def _with_seeds(shapes: Any, n_seeds: int) -> Any:
-    """``shapes`` (leaves with a leading seed axis) for ``n_seeds`` seeds."""
-    return jax.tree.map(lambda s: jax.ShapeDtypeStruct((n_seeds, *s.shape[1:]), s.dtype), shapes)
+def _with_seeds(shapes: Any, n_seeds: int, mesh: Mesh | None = None) -> Any:
+    """``shapes`` (leaves with a leading seed axis) for ``n_seeds`` seeds, split over
+    ``mesh``'s devices along that axis if given."""
+    sharding = None if mesh is None else NamedSharding(mesh, P(SEED_AXIS))
+    return jax.tree.map(
+        lambda s: jax.ShapeDtypeStruct((n_seeds, *s.shape[1:]), s.dtype, sharding=sharding),
+        shapes,
+    )
 
 
 def _on_devices(
@@ -759,11 +766,11 @@ def _run(
         try:
             start_s = time.perf_counter()
             # A resumed run starts from its checkpoint, and compiles no initialisation.
-            programs = lower_run(
-                agent, seeds, plan, num_episode_test, logging is not None, start is None
-            )
-            segment = programs.segment.compile(compiler_options(agent))
-            init = None if start is not None else programs.init_compiled.result()
+            programs = lower_run(agent, seeds, plan, num_episode_test, logging is not None, True)
+            init = None
+            if start is None:
+                init = programs.init.compile(compiler_options(agent, runs_once=True))
+            segment = programs.segment_compiled.result()
             compile_s = time.perf_counter() - start_s
 
             run_start = time.perf_counter()
