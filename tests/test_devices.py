@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from ajax import PPO, LoggingConfig, _devices, evaluate, loop
-from ajax._xla import compiler_options
 
 
 @pytest.mark.parametrize(
@@ -85,8 +84,7 @@ def sharded_and_not(tmp_path_factory):
 
     def lowered(*args, **kwargs):
         programs = lower_run(*args, **kwargs)
-        # With the run's options, so that the run's own compile finds it in the cache.
-        compiled = programs.segment.compile(compiler_options(agent))
+        compiled = programs.segment_compiled.result()
         shardings.append(jax.tree.leaves(compiled.input_shardings[0][0])[0])
         return programs
 

@@ -98,16 +98,17 @@ def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
     monkeypatch.setattr(ajax._program_cache, "export", recorded_export)
     logging = LoggingConfig(log_frequency=32, log_dir=tmp_path)
     result = agent.train(seed=0, n_timesteps=64, num_episode_test=1, logging_config=logging)
-    # The seeds' initialisation (run once, compiled on another thread while the segment is
-    # traced), and the segment with its evaluation.
+    # The segment with its evaluation (compiled on another thread while the init is lowered),
+    # and the seeds' initialisation (run once).
     assert sorted(compiled, key=len) == [NO_YNNPACK, ONCE]
     on_thread = [t.startswith("ajax-compile") for t in threads]
-    assert on_thread == [options == ONCE for options in compiled], (compiled, threads)
+    assert on_thread == [options == NO_YNNPACK for options in compiled], (compiled, threads)
     monkeypatch.setattr(jax, "jit", recorded_jit)
     evaluate(result, num_episodes=1)
     result.act(np.zeros(4, np.float32))
     assert jitted == [NO_YNNPACK, NO_YNNPACK]
-    # The run's segment, evaluate's and act's programs were lowered with Threefry unrolled;
-    # the seeds' initialisation, which runs once, with JAX's loop (a shorter compile).
-    assert lowered_unrolled == [False, True, True, True]
+    # The run's segment (lowered first), evaluate's and act's programs were lowered with
+    # Threefry unrolled; the seeds' initialisation, which runs once, with JAX's loop (a
+    # shorter compile).
+    assert lowered_unrolled == [True, False, True, True]
     assert not _unrolled_now()
