@@ -32,9 +32,9 @@ from ajax._xla import compiler_options
 from ajax.envs.core import SEED_AXIS
 
 
-def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_segment=False):
+def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_init=False):
     """``loop.lower_run`` as it was before the program cache: ``jax.jit`` of the programs
-    (the segment compiled on another thread while the init is lowered, as there)."""
+    (the init lowered and compiled on another thread, as there)."""
     train_env = agent.env_copies(agent.n_envs)
     eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
     init = loop.init_program(agent, train_env, plan.n_iterations)
@@ -50,16 +50,18 @@ def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_seg
     health = loop.initial_health(len(seeds))
     args = (jax.eval_shape(init, run_seeds), health, run_seeds, jnp.int32(0), jnp.int32(0))
     segment_lowered = segment.lower(*args)
-    segment_compiled = None
-    if compile_segment:
-        segment_compiled = loop._compile_in_background(segment_lowered, compiler_options(agent))
+    init_lowering = loop._in_background(lambda: init.lower(run_seeds))
+    init_compiled = None
+    if compile_init:
+        options = compiler_options(agent, runs_once=True)
+        init_compiled = loop._in_background(lambda: init_lowering.result().compile(options))
     return loop.RunPrograms(
         run_seeds,
         health,
         loop.watched_metrics(jax.eval_shape(segment, *args)[2]["sums"]),
-        init.lower(run_seeds),
+        init_lowering,
         segment_lowered,
-        segment_compiled,
+        init_compiled,
     )
 
 

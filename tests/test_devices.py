@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ajax import PPO, LoggingConfig, _devices, evaluate, loop
+from ajax._xla import compiler_options
 
 
 @pytest.mark.parametrize(
@@ -84,7 +85,8 @@ def sharded_and_not(tmp_path_factory):
 
     def lowered(*args, **kwargs):
         programs = lower_run(*args, **kwargs)
-        compiled = programs.segment_compiled.result()
+        # With the run's options, so that the run's own compile finds it in the cache.
+        compiled = programs.segment.compile(compiler_options(agent))
         shardings.append(jax.tree.leaves(compiled.input_shardings[0][0])[0])
         return programs
 

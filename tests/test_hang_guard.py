@@ -4,7 +4,6 @@ returns stops the run with an error, its rows written."""
 import dataclasses
 import re
 import threading
-from concurrent.futures import Future
 
 import jax
 import numpy as np
@@ -88,19 +87,22 @@ def test_a_segment_that_never_returns_stops_the_run(tmp_path, monkeypatch, capfd
 
     def lower_with_a_hang(*args, **kwargs):
         programs = original(*args, **kwargs)
-        compiled = programs.segment_compiled.result()
         calls = []
 
-        def run(*args):
-            calls.append(1)
-            state, health, outputs = compiled(*args)
-            if len(calls) == 3:
-                outputs = jax.tree.map(blocked, outputs)
-            return state, health, outputs
+        class Hanging:
+            def compile(self, options=None):
+                compiled = programs.segment.compile(options)
 
-        hanging = Future()
-        hanging.set_result(run)
-        return dataclasses.replace(programs, segment_compiled=hanging)
+                def run(*args):
+                    calls.append(1)
+                    state, health, outputs = compiled(*args)
+                    if len(calls) == 3:
+                        outputs = jax.tree.map(blocked, outputs)
+                    return state, health, outputs
+
+                return run
+
+        return dataclasses.replace(programs, segment=Hanging())
 
     monkeypatch.setattr(ajax.loop, "lower_run", lower_with_a_hang)
     config = LoggingConfig(log_frequency=512, log_dir=tmp_path, run_name="hung")

@@ -98,11 +98,11 @@ def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
     monkeypatch.setattr(ajax._program_cache, "export", recorded_export)
     logging = LoggingConfig(log_frequency=32, log_dir=tmp_path)
     result = agent.train(seed=0, n_timesteps=64, num_episode_test=1, logging_config=logging)
-    # The segment with its evaluation (compiled on another thread while the init is lowered),
-    # and the seeds' initialisation (run once).
+    # The seeds' initialisation (run once, lowered and compiled on another thread while the
+    # segment is compiled), and the segment with its evaluation.
     assert sorted(compiled, key=len) == [NO_YNNPACK, ONCE]
     on_thread = [t.startswith("ajax-compile") for t in threads]
-    assert on_thread == [options == NO_YNNPACK for options in compiled], (compiled, threads)
+    assert on_thread == [options == ONCE for options in compiled], (compiled, threads)
     monkeypatch.setattr(jax, "jit", recorded_jit)
     evaluate(result, num_episodes=1)
     result.act(np.zeros(4, np.float32))

@@ -341,13 +341,19 @@ class RunPrograms:
     health: dict[str, np.ndarray]
     #: What a divergence is reported under (:func:`watched_metrics`).
     metric_names: list[str]
-    init: jax.stages.Lowered
+    #: The init program, lowered (:attr:`init`): on another thread when :func:`lower_run`
+    #: compiles it there.
+    init_lowering: Future
     #: ``segment(state, health, seeds, first, n_iterations) -> (state, health,
     #: outputs)``: iterations ``first`` to ``first + n_iterations``, any number of them.
     segment: jax.stages.Lowered
-    #: ``segment`` compiled on another thread while ``init`` was lowered, when
-    #: :func:`lower_run` was asked to; else None.
-    segment_compiled: Future | None = None
+    #: ``init`` compiled (with the options of a program that runs once) on another thread,
+    #: when :func:`lower_run` was asked to; else None.
+    init_compiled: Future | None = None
+
+    @property
+    def init(self) -> jax.stages.Lowered:
+        return self.init_lowering.result()
 
     @property
     def places(self) -> int:
@@ -370,10 +376,11 @@ def _with_places(tree: Any, n_places: int) -> Any:
     return jax.tree.map(lambda x: x[rows], tree)
 
 
-def _compile_in_background(lowered: jax.stages.Lowered, options: Any) -> Future:
+def _in_background(work: Callable[[], Any]) -> Future:
+    """``work()`` on a thread of its own; its result (or error) in the future."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ajax-compile")
     try:
-        return pool.submit(lowered.compile, options)
+        return pool.submit(work)
     finally:
         pool.shutdown(wait=False)
 
@@ -384,7 +391,7 @@ def lower_run(
     plan: RunPlan,
     num_episode_test: int,
     evaluate: bool,
-    compile_segment: bool = False,
+    compile_init: bool = False,
 ) -> RunPrograms:
     """Lower the run's two programs, through ``jax.export`` (:mod:`ajax._program_cache`):
     a relaunch that finds them stored skips tracing. Refuses, before tracing the segment, a
@@ -398,12 +405,14 @@ def lower_run(
     fill the devices' shares, the places left run copies of the first seed (the programs'
     seed axis is :attr:`RunPrograms.places` long; :func:`_run` drops the copies).
 
-    The segment is lowered first (from the init's traced shapes), and with
-    ``compile_segment`` XLA compiles it on another thread while the init is lowered in this
-    one: lowering is Python, holding the interpreter's lock, and compiling is XLA's C++, which
-    releases it. The init's lowering is the first of a process to meet a LAPACK call (the
-    orthogonal initialisers' QR), whose set-up imports SciPy's LAPACK bindings, so it took
-    0.3 s of a fresh process (:attr:`RunPrograms.segment_compiled`)."""
+    The segment is lowered first, from the init's traced shapes. With ``compile_init``, the
+    init is then lowered and compiled on another thread, meant to run while this one
+    compiles the segment: lowering is Python, holding the interpreter's lock, and compiling
+    is XLA's C++, which releases it. The init's lowering is the first of a process to meet a
+    LAPACK call (the orthogonal initialisers' QR), whose set-up imports SciPy's LAPACK
+    bindings: 0.3 s of a fresh process, now beside the segment's compile. The segment is
+    compiled on the calling thread: compiled on the other, a fresh process's first run of
+    TD3 executed 6% slower (PERFORMANCE_REPORT.md, "Nothing compiled eagerly")."""
     mesh, share = seed_mesh(len(seeds))
     places = share * (1 if mesh is None else mesh.size)
     run_seeds = _with_places(seed_array(seeds), places)
@@ -435,19 +444,32 @@ def lower_run(
     segment_lowered = _on_devices(segment, mesh, seeded=3, whole=2, donate_argnums=0).lower(
         *segment_args
     )
-    segment_compiled = None
-    if compile_segment:
-        segment_compiled = _compile_in_background(segment_lowered, compiler_options(agent))
-    if init is None:
-        init = _program_cache.export(init_fn, run_seeds[:share])
-        _program_cache.store(init_key, init)
+
+    def lower_init() -> jax.stages.Lowered:
+        # After the segment's export, outside its unrolled-Threefry block: the init keeps
+        # JAX's rolled loop.
+        program = init
+        if program is None:
+            program = _program_cache.export(init_fn, run_seeds[:share])
+            _program_cache.store(init_key, program)
+        return _on_devices(program, mesh, seeded=1).lower(run_seeds)
+
+    init_compiled = None
+    if compile_init:
+        init_lowering = _in_background(lower_init)
+        init_compiled = _in_background(
+            lambda: init_lowering.result().compile(compiler_options(agent, runs_once=True))
+        )
+    else:
+        init_lowering = Future()
+        init_lowering.set_result(lower_init())
     return RunPrograms(
         run_seeds,
         health,
         watched_metrics(segment.out_shape[2]["sums"]),
-        _on_devices(init, mesh, seeded=1).lower(run_seeds),
+        init_lowering,
         segment_lowered,
-        segment_compiled,
+        init_compiled,
     )
 
 
@@ -766,11 +788,11 @@ def _run(
         try:
             start_s = time.perf_counter()
             # A resumed run starts from its checkpoint, and compiles no initialisation.
-            programs = lower_run(agent, seeds, plan, num_episode_test, logging is not None, True)
-            init = None
-            if start is None:
-                init = programs.init.compile(compiler_options(agent, runs_once=True))
-            segment = programs.segment_compiled.result()
+            programs = lower_run(
+                agent, seeds, plan, num_episode_test, logging is not None, start is None
+            )
+            segment = programs.segment.compile(compiler_options(agent))
+            init = None if start is not None else programs.init_compiled.result()
             compile_s = time.perf_counter() - start_s
 
             run_start = time.perf_counter()
