@@ -50,11 +50,9 @@ def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_ini
     health = loop.initial_health(len(seeds))
     args = (jax.eval_shape(init, run_seeds), health, run_seeds, jnp.int32(0), jnp.int32(0))
     segment_lowered = segment.lower(*args)
-    init_lowering = loop._in_background(lambda: init.lower(run_seeds))
-    init_compiled = None
-    if compile_init:
-        options = compiler_options(agent, runs_once=True)
-        init_compiled = loop._in_background(lambda: init_lowering.result().compile(options))
+    init_lowering, init_compiled = loop.lowered_init(
+        lambda: init.lower(run_seeds), compiler_options(agent, runs_once=True), compile_init
+    )
     return loop.RunPrograms(
         run_seeds,
         health,

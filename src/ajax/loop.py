@@ -376,11 +376,22 @@ def _with_places(tree: Any, n_places: int) -> Any:
     return jax.tree.map(lambda x: x[rows], tree)
 
 
-def _in_background(work: Callable[[], Any]) -> Future:
-    """``work()`` on a thread of its own; its result (or error) in the future."""
+def lowered_init(
+    lower: Callable[[], jax.stages.Lowered], options: Any, compile_init: bool
+) -> tuple[Future, Future | None]:
+    """The init program ``lower()`` gives, lowered in this thread; or, with ``compile_init``,
+    lowered and then compiled with ``options`` on one thread of its own, meant to run while
+    this one compiles the segment. Futures of the lowered and the compiled program (None
+    without ``compile_init``)."""
+    if not compile_init:
+        lowering = Future()
+        lowering.set_result(lower())
+        return lowering, None
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ajax-compile")
     try:
-        return pool.submit(work)
+        lowering = pool.submit(lower)
+        # The pool's one thread takes its work in order: the lowering is done by then.
+        return lowering, pool.submit(lambda: lowering.result().compile(options))
     finally:
         pool.shutdown(wait=False)
 
@@ -454,15 +465,9 @@ def lower_run(
             _program_cache.store(init_key, program)
         return _on_devices(program, mesh, seeded=1).lower(run_seeds)
 
-    init_compiled = None
-    if compile_init:
-        init_lowering = _in_background(lower_init)
-        init_compiled = _in_background(
-            lambda: init_lowering.result().compile(compiler_options(agent, runs_once=True))
-        )
-    else:
-        init_lowering = Future()
-        init_lowering.set_result(lower_init())
+    init_lowering, init_compiled = lowered_init(
+        lower_init, compiler_options(agent, runs_once=True), compile_init
+    )
     return RunPrograms(
         run_seeds,
         health,
