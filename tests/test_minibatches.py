@@ -1,13 +1,15 @@
 """The minibatch fit against a leaf-by-leaf reading of it: carrying the parameters as their
-matrices and one vector of the rest must not change what the fit computes."""
+matrices and one vector of the rest must not change what the fit computes. Its shuffle
+against JAX's."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from flax import struct
 
-from ajax.minibatches import fit_minibatches, fit_opt_state
+from ajax.minibatches import _stable_argsort, fit_minibatches, fit_opt_state, permutation
 from ajax.updates import clipped_over_one_vector
 
 
@@ -80,3 +82,20 @@ def test_the_fit_matches_its_leaf_by_leaf_reading():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(metrics["error"], mean_error, rtol=1e-5)
     assert int(optax.tree_utils.tree_get(fitted.opt_state, "count")) == 12
+
+
+# One round of JAX's shuffle up to 1,625 elements, two above; JAX's own beyond 65,536.
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 100, 512, 1_625, 1_626, 4_096, 65_536, 65_537])
+def test_the_shuffle_is_jaxs_permutation(n):
+    keys = jax.random.split(jax.random.PRNGKey(n), 8)
+    ours = jax.jit(jax.vmap(permutation, in_axes=(0, None)), static_argnums=1)(keys, n)
+    theirs = jax.vmap(jax.random.permutation, in_axes=(0, None))(keys, n)
+    assert ours.dtype == theirs.dtype
+    np.testing.assert_array_equal(ours, theirs)
+
+
+def test_the_shuffle_breaks_ties_as_a_stable_sort():
+    """Keys equal in one 16-bit digit or in both keep their index order, as JAX's stable
+    key-value sort keeps them: random keys of 512 elements almost never tie."""
+    keys = np.array([7, 0x10007, 7, 0x10000, 0x10007, 5, 0xFFFFFFFF, 0, 5], np.uint32)
+    np.testing.assert_array_equal(_stable_argsort(jnp.asarray(keys)), np.argsort(keys, stable=True))
