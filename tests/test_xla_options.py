@@ -1,7 +1,9 @@
 """How each agent's programs are lowered and compiled (ajax._xla)."""
 
+import re
 import threading
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +13,16 @@ from jax.extend.random import threefry2x32_p
 import ajax._program_cache
 import ajax.loop
 from ajax import AVG, DQN, PPO, PQN, LoggingConfig, evaluate
-from ajax._xla import BACKEND_OPT_LEVEL, YNN_FUSIONS, compiler_options, unrolled_threefry
+from ajax._xla import (
+    BACKEND_OPT_LEVEL,
+    YNN_FUSIONS,
+    compiler_options,
+    layer_product,
+    products_go_to_ynnpack,
+    unrolled_threefry,
+    ynnpack_weight_gradients,
+)
+from ajax.nn import MLP
 
 NO_YNNPACK = {YNN_FUSIONS: ""}
 ONCE = {YNN_FUSIONS: "", BACKEND_OPT_LEVEL: 0}
@@ -37,6 +48,59 @@ def test_the_option_takes_products_from_ynnpack():
     lowered = product.lower(x, x)
     assert "__ynn_fusion" in lowered.compile().as_text(), "the premise: YNNPACK by default"
     assert "__ynn_fusion" not in lowered.compile(NO_YNNPACK).as_text()
+
+
+def test_products_go_to_ynnpack_for_narrow_networks_unless_the_user_chooses(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert products_go_to_ynnpack(PPO(env_id="CartPole-v1"))  # 64 units
+    assert products_go_to_ynnpack(AVG(env_id="Pendulum-v1"))  # a batch of one
+    assert not products_go_to_ynnpack(DQN(env_id="CartPole-v1"))  # 256 units
+    monkeypatch.setenv("XLA_FLAGS", f"--{YNN_FUSIONS}=+dot")
+    assert not products_go_to_ynnpack(PPO(env_id="CartPole-v1"))
+
+
+def _mlp_gradients(inputs):
+    mlp = MLP((64, 64), 2)
+    params = mlp.init(jax.random.PRNGKey(0), inputs)
+    return jax.jit(jax.grad(lambda p, x: (mlp.apply(p, x) ** 2).sum())), params
+
+
+def _contractions_over_the_first_axis(fn, *args) -> int:
+    """Products in ``fn``'s compiled program whose left operand is contracted over its first
+    axis, which YNNPACK does not take (its rank-2 weight gradients, as autodiff makes them)."""
+    text = fn.lower(*args).compile().as_text()
+    return len(re.findall(r"dot\([^)]*\), lhs_contracting_dims=\{0\}", text))
+
+
+def test_weight_gradients_for_ynnpack_are_autodiffs_and_contract_over_the_last_axis():
+    ppo, dqn = PPO(env_id="CartPole-v1"), DQN(env_id="CartPole-v1")
+    for shape in [(128, 4), (16, 8, 4)]:
+        inputs = jax.random.normal(jax.random.PRNGKey(1), shape)
+        grad, params = _mlp_gradients(inputs)
+        expected = grad(params, inputs)
+        assert _contractions_over_the_first_axis(grad, params, inputs) > 0, "the premise"
+        with ynnpack_weight_gradients(ppo):
+            grad, _ = _mlp_gradients(inputs)
+            got = grad(params, inputs)
+            batched = jax.jit(jax.vmap(grad, in_axes=(None, 0)))(params, inputs[None])
+            if len(shape) == 2:
+                assert _contractions_over_the_first_axis(grad, params, inputs) == 0
+        with ynnpack_weight_gradients(dqn):  # Eigen's products: autodiff's own
+            grad, _ = _mlp_gradients(inputs)
+            assert _contractions_over_the_first_axis(grad, params, inputs) > 0
+        for leaves in (got, jax.tree.map(lambda x: x[0], batched)):
+            for a, b in zip(jax.tree.leaves(leaves), jax.tree.leaves(expected), strict=True):
+                np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-5)
+
+
+def test_outside_the_block_a_layer_is_flaxs_own():
+    inputs = jnp.ones((8, 4))
+
+    def gradient_program(dense):
+        params = dense.init(jax.random.PRNGKey(0), inputs)
+        return str(jax.make_jaxpr(jax.grad(lambda p: dense.apply(p, inputs).sum()))(params))
+
+    assert gradient_program(nn.Dense(3, dot_general=layer_product)) == gradient_program(nn.Dense(3))
 
 
 def _loops(fn, *args) -> int:

@@ -10,6 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ajax._xla import layer_product
+
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "tanh": nn.tanh,
     "relu": nn.relu,
@@ -24,17 +26,20 @@ def _dense(size: int, fan_in: int, init: str, gain: float) -> nn.Dense:
     """A layer of ``size`` units on ``fan_in`` inputs, initialised as ``init`` says
     (:data:`INITS`)."""
     if init == "orthogonal":
-        return nn.Dense(size, kernel_init=nn.initializers.orthogonal(gain))
+        return nn.Dense(
+            size, kernel_init=nn.initializers.orthogonal(gain), dot_general=layer_product
+        )
     if init == "torch":
         bound = 1.0 / np.sqrt(fan_in)
         return nn.Dense(
             size,
+            dot_general=layer_product,
             kernel_init=nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform"),
             bias_init=lambda key, shape, dtype=jnp.float32: jax.random.uniform(
                 key, shape, dtype, -bound, bound
             ),
         )
-    return nn.Dense(size)
+    return nn.Dense(size, dot_general=layer_product)
 
 
 #: Weight initialisations: orthogonal with a gain per layer; Flax's default (LeCun-normal
