@@ -72,7 +72,8 @@ def _contractions_over_the_first_axis(fn, *args) -> int:
     return len(re.findall(r"dot\([^)]*\), lhs_contracting_dims=\{0\}", text))
 
 
-def test_weight_gradients_for_ynnpack_are_autodiffs_and_contract_over_the_last_axis():
+def test_weight_gradients_for_ynnpack_are_autodiffs_and_contract_over_the_last_axis(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
     ppo, dqn = PPO(env_id="CartPole-v1"), DQN(env_id="CartPole-v1")
     for shape in [(128, 4), (16, 8, 4)]:
         inputs = jax.random.normal(jax.random.PRNGKey(1), shape)

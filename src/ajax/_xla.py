@@ -43,10 +43,10 @@ its last axis, so through narrow networks autodiff's weight gradients went to Ei
 about half YNNPACK's speed on a 64-unit layer. Where an agent's products go to YNNPACK,
 :func:`ynnpack_weight_gradients` makes its layers (:func:`layer_product`) transpose their
 inputs into a buffer of their own for the weight gradient, a copy XLA would otherwise fold
-back into the product. PQN's iteration at one seed took 0.78 of the time, PPO's about 0.93
-(PERFORMANCE_REPORT.md, "Weight gradients for YNNPACK"). Through Eigen the copy is pure
-cost (DQN's 256-unit updates 13% slower, bit for bit the same results), so it is made
-only where YNNPACK takes the products.
+back into the product. At one seed an iteration took 0.73-0.98 of the time (AVG 0.73, PQN
+0.81-0.89, PPO 0.91-0.98; PERFORMANCE_REPORT.md, "Weight gradients for YNNPACK").
+Through Eigen the copy is pure cost (DQN's 256-unit updates 13% slower, bit for bit the same
+results), so it is made only where YNNPACK takes the products.
 """
 
 from __future__ import annotations

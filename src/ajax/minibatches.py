@@ -76,8 +76,9 @@ def permutation(key: jax.Array, n: int) -> jax.Array:
     JAX shuffles by sorting ``arange(n)`` under random 32-bit keys (``lax.sort_key_val``,
     stable, so equal keys keep their order), in one round or more by ``n``. XLA's CPU runtime
     sorts a lone integer array with a direct comparison but calls a compiled comparator for
-    every comparison of a key-value sort: 62 us against 23 us for 512 elements here, 2.5-4.4
-    times as long from 100 to 65,536 (PERFORMANCE_REPORT.md, "The shuffle's sort"). So each
+    every comparison of a key-value sort: JAX's shuffle of 512 took 70 us against 24 us here,
+    2.2-4.6 times as long from 100 to 65,536 elements (``benchmarks/shuffle_bench.py``;
+    PERFORMANCE_REPORT.md, "The shuffle's sort"). So each
     round's stable order is a radix sort over the keys' two 16-bit halves, low half first
     (:func:`_stable_argsort`). Beyond 65,536 elements a position no longer fits in 16 bits,
     and JAX's own shuffle runs."""
