@@ -149,8 +149,11 @@ def layer_product(
 ) -> jax.Array:
     """A dense layer's product (``flax.linen.Dense``'s ``dot_general``): ``lax.dot_general``
     itself, except inside :func:`ynnpack_weight_gradients` for an agent whose products go to
-    YNNPACK, where its weight gradient transposes the inputs first."""
-    if not _YNNPACK_WEIGHT_GRADIENTS.get():
+    YNNPACK, where a layer's product (the inputs' last axis with the kernel's first, at the
+    default precision) takes its weight gradient with the inputs transposed first."""
+    layer = (((inputs.ndim - 1,), (0,)), ((), ()))
+    plain = precision is None and preferred_element_type is None
+    if not (_YNNPACK_WEIGHT_GRADIENTS.get() and dimension_numbers == layer and plain):
         return lax.dot_general(
             inputs,
             kernel,
