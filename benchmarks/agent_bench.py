@@ -45,6 +45,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 
 import jax
+import numpy as np
 
 import ajax
 from ajax import loop
@@ -105,6 +106,19 @@ def lower_goal_run(agent_name: str, agent: Agent, n_seeds: int) -> tuple[loop.Ru
     and lowered as ``train`` lowers it without logging: the plan and the run's programs."""
     plan = loop.plan_run(agent, GOAL_BUDGETS[agent_name], None)
     return plan, loop.lower_run(agent, list(range(n_seeds)), plan, 1, False, False)
+
+
+def timed_segment_call(
+    init: Any, segment: Any, programs: loop.RunPrograms, n_iterations: int
+) -> tuple[float, Any]:
+    """One call of a compiled ``segment`` over ``n_iterations`` from a freshly initialised
+    state (``init`` compiled, ``programs`` the run's): its seconds, the initialisation
+    excluded, and the state it ended in."""
+    state = jax.block_until_ready(init(programs.seeds))
+    args = (programs.health, programs.seeds, np.int32(0), np.int32(n_iterations))
+    start = time.perf_counter()
+    end, _, _ = jax.block_until_ready(segment(state, *args))
+    return time.perf_counter() - start, end
 
 
 def time_ajax(

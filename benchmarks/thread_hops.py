@@ -20,15 +20,13 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 
 import jax
-import jax.numpy as jnp
-from agent_bench import goal_agent, goal_parser, lower_goal_run
+from agent_bench import goal_agent, goal_parser, lower_goal_run, timed_segment_call
 from records import emit
 
 import ajax
@@ -67,11 +65,7 @@ def measure(name: str, n_seeds: int, calls: int) -> dict:
     iterations = plan.n_iterations
 
     def call() -> float:
-        state = jax.block_until_ready(init(programs.seeds))
-        start = time.perf_counter()
-        args = (programs.seeds, jnp.int32(0), jnp.int32(iterations))
-        jax.block_until_ready(segment(state, programs.health, *args))
-        return time.perf_counter() - start
+        return timed_segment_call(init, segment, programs, iterations)[0]
 
     call()
     before = pool_switches()

@@ -25,35 +25,31 @@ import contextlib
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
+from unittest import mock
 
 os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 
 import jax
-import jax.numpy as jnp
-from agent_bench import N_ENVS, TASKS, goal_agent, goal_parser, lower_goal_run
+from agent_bench import (
+    N_ENVS,
+    TASKS,
+    goal_agent,
+    goal_parser,
+    lower_goal_run,
+    timed_segment_call,
+)
 from records import emit
 
 import ajax
 from ajax import _xla, loop, minibatches
 from ajax._xla import compiler_options
 
-
-@contextlib.contextmanager
-def _patched(module: object, name: str, value: object) -> Iterator[None]:
-    original = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, original)
-
-
 #: choice -> what puts the tracing back as it was before the choice (side A).
 WITHOUT: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
-    "weight-gradients": lambda: _patched(_xla, "products_go_to_ynnpack", lambda agent: False),
-    "shuffle": lambda: _patched(minibatches, "permutation", jax.random.permutation),
+    "weight-gradients": lambda: mock.patch.object(_xla, "products_go_to_ynnpack", lambda a: False),
+    "shuffle": lambda: mock.patch.object(minibatches, "permutation", jax.random.permutation),
 }
 
 
@@ -93,11 +89,7 @@ def compare(
 
     def call(side: str) -> tuple[float, object]:
         s = sides[side]
-        state = jax.block_until_ready(s["init"](s["programs"].seeds))
-        args = (s["programs"].health, s["programs"].seeds, jnp.int32(0), jnp.int32(iterations))
-        start = time.perf_counter()
-        out = jax.block_until_ready(s["segment"](state, *args))
-        return time.perf_counter() - start, out[0]
+        return timed_segment_call(s["init"], s["segment"], s["programs"], iterations)
 
     ends = {side: call(side)[1] for side in sides}
     same = all(

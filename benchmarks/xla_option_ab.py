@@ -26,8 +26,7 @@ from datetime import UTC, datetime
 os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 
 import jax
-import jax.numpy as jnp
-from agent_bench import goal_agent, goal_parser, lower_goal_run
+from agent_bench import goal_agent, goal_parser, lower_goal_run, timed_segment_call
 from records import emit
 
 from ajax._xla import compiler_options
@@ -64,13 +63,8 @@ def compare(name: str, extra: dict, n_seeds: int, iterations: int, calls: int) -
         figures[side] = {"compile_s": compile_s, "kernels": kernels, "ms_per_iteration": []}
     for call in range(calls):
         for side in list(sides)[:: 1 if call % 2 == 0 else -1]:
-            state = jax.block_until_ready(init(programs.seeds))
-            args = (programs.seeds, jnp.int32(0), jnp.int32(iterations))
-            start = time.perf_counter()
-            jax.block_until_ready(executables[side](state, programs.health, *args))
-            figures[side]["ms_per_iteration"].append(
-                (time.perf_counter() - start) / iterations * 1e3
-            )
+            seconds, _ = timed_segment_call(init, executables[side], programs, iterations)
+            figures[side]["ms_per_iteration"].append(seconds / iterations * 1e3)
     per_call = zip(*(figures[side]["ms_per_iteration"] for side in sides), strict=True)
     option_faster = sum(option < default for default, option in per_call)
     medians = {side: statistics.median(f["ms_per_iteration"]) for side, f in figures.items()}

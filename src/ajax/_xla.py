@@ -88,13 +88,17 @@ def compiler_options(agent: Any, runs_once: bool = False) -> dict[str, Any] | No
     ``runs_once`` for a program that runs once per run (the seeds' initialisation)."""
     if jax.default_backend() != "cpu":
         return None
-    flags = os.environ.get("XLA_FLAGS", "")
     options: dict[str, Any] = {}
-    if not agent.ynnpack and YNN_FUSIONS not in flags and _understood(YNN_FUSIONS, ""):
+    if not agent.ynnpack and not _user_sets(YNN_FUSIONS) and _understood(YNN_FUSIONS, ""):
         options[YNN_FUSIONS] = ""
-    if runs_once and BACKEND_OPT_LEVEL not in flags and _understood(BACKEND_OPT_LEVEL, 0):
+    if runs_once and not _user_sets(BACKEND_OPT_LEVEL) and _understood(BACKEND_OPT_LEVEL, 0):
         options[BACKEND_OPT_LEVEL] = 0
     return options or None
+
+
+def _user_sets(option: str) -> bool:
+    """Whether the user's ``XLA_FLAGS`` name ``option``: Ajax then leaves it to them."""
+    return option in os.environ.get("XLA_FLAGS", "")
 
 
 @contextlib.contextmanager
@@ -122,11 +126,7 @@ def products_go_to_ynnpack(agent: Any) -> bool:
     """Whether ``agent``'s programs hand their matrix products to YNNPACK: on the CPU, for
     narrow networks (:attr:`ajax.agents.base.Agent.ynnpack`), unless the user's
     ``XLA_FLAGS`` choose the YNNPACK fusions themselves."""
-    return (
-        jax.default_backend() == "cpu"
-        and agent.ynnpack
-        and YNN_FUSIONS not in os.environ.get("XLA_FLAGS", "")
-    )
+    return jax.default_backend() == "cpu" and agent.ynnpack and not _user_sets(YNN_FUSIONS)
 
 
 @contextlib.contextmanager

@@ -40,12 +40,11 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from ajax._xla import layer_product
 from ajax.acting import EnvCursor, PolicyFn, Transition, episode_metrics, rollout
 from ajax.agents.base import Agent, hyperparameter
 from ajax.buffers import Episodes, EpisodeStore
 from ajax.envs import Discrete, Env
-from ajax.nn import MLP, Categorical
+from ajax.nn import MLP, Categorical, dense
 
 REFERENCE = "BY571 CartPole; within the paper's ranges"
 
@@ -105,8 +104,8 @@ class _Behaviour(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array, command: jax.Array) -> Categorical:
         width = self.hidden_sizes[0]
-        state = nn.sigmoid(nn.Dense(width, dot_general=layer_product)(obs))
-        gate = nn.sigmoid(nn.Dense(width, dot_general=layer_product)(command))
+        state = nn.sigmoid(dense(width)(obs))
+        gate = nn.sigmoid(dense(width)(command))
         mlp = MLP(self.hidden_sizes[1:], self.n_actions, "relu", weight_init="lecun")
         return Categorical(mlp(state * gate))
 

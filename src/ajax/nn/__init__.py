@@ -7,7 +7,7 @@ from ajax.nn.distributions import (
     Normal,
     TanhNormal,
 )
-from ajax.nn.mlp import ACTIVATIONS, MLP, MLPHead
+from ajax.nn.mlp import ACTIVATIONS, MLP, MLPHead, dense
 
 __all__ = [
     "ACTIVATIONS",
@@ -18,4 +18,5 @@ __all__ = [
     "NoisyDeterministic",
     "Normal",
     "TanhNormal",
+    "dense",
 ]

@@ -22,24 +22,27 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 }
 
 
+def dense(size: int, **kwargs: Any) -> nn.Dense:
+    """``flax.linen.Dense`` with Ajax's layer product (:func:`ajax._xla.layer_product`), so its
+    weight gradient takes the form YNNPACK computes where an agent's products go to it."""
+    return nn.Dense(size, dot_general=layer_product, **kwargs)
+
+
 def _dense(size: int, fan_in: int, init: str, gain: float) -> nn.Dense:
     """A layer of ``size`` units on ``fan_in`` inputs, initialised as ``init`` says
     (:data:`INITS`)."""
     if init == "orthogonal":
-        return nn.Dense(
-            size, kernel_init=nn.initializers.orthogonal(gain), dot_general=layer_product
-        )
+        return dense(size, kernel_init=nn.initializers.orthogonal(gain))
     if init == "torch":
         bound = 1.0 / np.sqrt(fan_in)
-        return nn.Dense(
+        return dense(
             size,
-            dot_general=layer_product,
             kernel_init=nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform"),
             bias_init=lambda key, shape, dtype=jnp.float32: jax.random.uniform(
                 key, shape, dtype, -bound, bound
             ),
         )
-    return nn.Dense(size, dot_general=layer_product)
+    return dense(size)
 
 
 #: Weight initialisations: orthogonal with a gain per layer; Flax's default (LeCun-normal
