@@ -12,6 +12,8 @@ Choices:
                     (``ajax._xla.ynnpack_weight_gradients``); A is autodiff's own.
   shuffle           the epochs' shuffle by sorts of one integer array
                     (``ajax.minibatches.permutation``); A is ``jax.random.permutation``.
+  width-one         layers of one output keep autodiff's weight gradient
+                    (``ajax._xla._ynnpack_takes_gradient``); A transposes their inputs too.
 
 The settings are the goals' against rejax (``agent_bench.goal_agent``) at their budgets, or
 with ``--defaults`` each agent's bench task at its defaults for ``--n-timesteps``. Each side
@@ -50,6 +52,7 @@ from ajax._xla import compiler_options
 WITHOUT: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
     "weight-gradients": lambda: mock.patch.object(_xla, "products_go_to_ynnpack", lambda a: False),
     "shuffle": lambda: mock.patch.object(minibatches, "permutation", jax.random.permutation),
+    "width-one": lambda: mock.patch.object(_xla, "_ynnpack_takes_gradient", lambda kernel: True),
 }
 
 

@@ -94,14 +94,25 @@ def test_weight_gradients_for_ynnpack_are_autodiffs_and_contract_over_the_last_a
                 np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-5)
 
 
-def test_outside_the_block_a_layer_is_flaxs_own():
+def _gradient_program(dense: nn.Dense) -> str:
     inputs = jnp.ones((8, 4))
+    params = dense.init(jax.random.PRNGKey(0), inputs)
+    return str(jax.make_jaxpr(jax.grad(lambda p: dense.apply(p, inputs).sum()))(params))
 
-    def gradient_program(dense):
-        params = dense.init(jax.random.PRNGKey(0), inputs)
-        return str(jax.make_jaxpr(jax.grad(lambda p: dense.apply(p, inputs).sum()))(params))
 
-    assert gradient_program(nn.Dense(3, dot_general=layer_product)) == gradient_program(nn.Dense(3))
+def test_outside_the_block_a_layer_is_flaxs_own():
+    assert _gradient_program(nn.Dense(3, dot_general=layer_product)) == _gradient_program(
+        nn.Dense(3)
+    )
+
+
+def test_a_layer_of_one_output_keeps_autodiffs_weight_gradient(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    with ynnpack_weight_gradients(PPO(env_id="CartPole-v1")):
+        one = _gradient_program(nn.Dense(1, dot_general=layer_product))
+        three = _gradient_program(nn.Dense(3, dot_general=layer_product))
+    assert one == _gradient_program(nn.Dense(1))
+    assert three != _gradient_program(nn.Dense(3)), "the premise: wider layers transpose"
 
 
 def _loops(fn, *args) -> int:

@@ -150,10 +150,12 @@ def layer_product(
     """A dense layer's product (``flax.linen.Dense``'s ``dot_general``): ``lax.dot_general``
     itself, except inside :func:`ynnpack_weight_gradients` for an agent whose products go to
     YNNPACK, where a layer's product (the inputs' last axis with the kernel's first, at the
-    default precision) takes its weight gradient with the inputs transposed first."""
+    default precision, more than one output) takes its weight gradient with the inputs
+    transposed first."""
     layer = (((inputs.ndim - 1,), (0,)), ((), ()))
     plain = precision is None and preferred_element_type is None
-    if not (_YNNPACK_WEIGHT_GRADIENTS.get() and dimension_numbers == layer and plain):
+    ours = _YNNPACK_WEIGHT_GRADIENTS.get() and dimension_numbers == layer and plain
+    if not (ours and _ynnpack_takes_gradient(kernel)):
         return lax.dot_general(
             inputs,
             kernel,
@@ -162,6 +164,14 @@ def layer_product(
             preferred_element_type=preferred_element_type,
         )
     return _product_for_ynnpack(inputs, kernel)
+
+
+def _ynnpack_takes_gradient(kernel: jax.Array) -> bool:
+    """Whether YNNPACK would take the weight gradient of a layer with ``kernel``: not for a
+    layer of one output (a critic's last), whose gradient is a matrix-vector product, which
+    YNNPACK refuses and XLA's own emitter takes in either form, so that the transpose would
+    be pure cost (PERFORMANCE_REPORT.md, "Critics' last layers")."""
+    return kernel.shape[-1] > 1
 
 
 @jax.custom_vjp
