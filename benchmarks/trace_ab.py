@@ -14,6 +14,9 @@ Choices:
                     (``ajax.minibatches.permutation``); A is ``jax.random.permutation``.
   width-one         layers of one output keep autodiff's weight gradient
                     (``ajax._xla._ynnpack_takes_gradient``); A transposes their inputs too.
+  avx512            wide networks' products to YNNPACK on an AVX-512 CPU, for the agents
+                    that allow it (``Agent.ynnpack_max_width_avx512``); A is the limit
+                    without AVX-512 (Eigen above 64 units).
 
 The settings are the goals' against rejax (``agent_bench.goal_agent``) at their budgets, or
 with ``--defaults`` each agent's bench task at its defaults for ``--n-timesteps``. Each side
@@ -47,12 +50,14 @@ from records import emit
 import ajax
 from ajax import _xla, loop, minibatches
 from ajax._xla import compiler_options
+from ajax.agents import base as agents_base
 
 #: choice -> what puts the tracing back as it was before the choice (side A).
 WITHOUT: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
     "weight-gradients": lambda: mock.patch.object(_xla, "products_go_to_ynnpack", lambda a: False),
     "shuffle": lambda: mock.patch.object(minibatches, "permutation", jax.random.permutation),
     "width-one": lambda: mock.patch.object(_xla, "_ynnpack_takes_gradient", lambda kernel: True),
+    "avx512": lambda: mock.patch.object(agents_base, "cpu_has_avx512", lambda: False),
 }
 
 

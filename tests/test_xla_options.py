@@ -7,16 +7,19 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax._src.interpreters import mlir
 from jax.extend.random import threefry2x32_p
 
 import ajax._program_cache
+import ajax.agents.base
 import ajax.loop
-from ajax import AVG, DQN, PPO, PQN, LoggingConfig, evaluate
+from ajax import ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, LoggingConfig, evaluate
 from ajax._xla import (
     BACKEND_OPT_LEVEL,
     YNN_FUSIONS,
     compiler_options,
+    cpu_has_avx512,
     layer_product,
     products_go_to_ynnpack,
     unrolled_threefry,
@@ -30,7 +33,9 @@ ONCE = {YNN_FUSIONS: "", BACKEND_OPT_LEVEL: 0}
 
 def test_ynnpack_is_off_for_wide_networks_but_avgs_and_a_user_choice_wins(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setattr(ajax.agents.base, "cpu_has_avx512", lambda: False)
     assert compiler_options(DQN(env_id="CartPole-v1")) == NO_YNNPACK  # 256 units
+    assert compiler_options(SAC(env_id="Pendulum-v1")) == NO_YNNPACK
     assert compiler_options(PQN(env_id="CartPole-v1", hidden_sizes=(64, 128))) == NO_YNNPACK
     assert compiler_options(PQN(env_id="CartPole-v1", hidden_sizes=(64, 64))) is None
     assert compiler_options(PPO(env_id="CartPole-v1")) is None  # 64 units
@@ -40,6 +45,32 @@ def test_ynnpack_is_off_for_wide_networks_but_avgs_and_a_user_choice_wins(monkey
     monkeypatch.setenv("XLA_FLAGS", f"--{YNN_FUSIONS}=+dot --{BACKEND_OPT_LEVEL}=3")
     assert compiler_options(DQN(env_id="CartPole-v1")) is None
     assert compiler_options(DQN(env_id="CartPole-v1"), runs_once=True) is None
+
+
+def test_on_avx512_the_critics_and_pqns_wide_networks_go_to_ynnpack_but_dqns(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setattr(ajax.agents.base, "cpu_has_avx512", lambda: True)
+    wide = [
+        *(agent(env_id="Pendulum-v1") for agent in (SAC, TD3, REDQ, ASAC)),
+        PQN(env_id="CartPole-v1", hidden_sizes=(256, 256)),
+    ]
+    for agent in wide:
+        assert compiler_options(agent) is None and products_go_to_ynnpack(agent), agent.name
+    assert compiler_options(DQN(env_id="CartPole-v1")) == NO_YNNPACK  # 256 units
+    assert compiler_options(PPO(env_id="CartPole-v1", hidden_sizes=(128,))) == NO_YNNPACK
+    # The optimiser goes over one vector by width alone.
+    adam = optax.adam(1e-3)
+    assert SAC(env_id="Pendulum-v1")._flattened_if_narrow(adam) is adam
+    assert SAC(env_id="Pendulum-v1", hidden_sizes=(64, 64))._flattened_if_narrow(adam) is not adam
+
+
+def test_avx512_is_read_from_the_cpus_flags(tmp_path):
+    avx512, avx2 = tmp_path / "avx512", tmp_path / "avx2"
+    avx512.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 fma avx512f avx512dq\n")
+    avx2.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 fma avx512_bf16\n")
+    assert cpu_has_avx512(avx512)
+    assert not cpu_has_avx512(avx2)
+    assert not cpu_has_avx512(tmp_path / "absent")
 
 
 def test_the_option_takes_products_from_ynnpack():
@@ -52,6 +83,7 @@ def test_the_option_takes_products_from_ynnpack():
 
 def test_products_go_to_ynnpack_for_narrow_networks_unless_the_user_chooses(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setattr(ajax.agents.base, "cpu_has_avx512", lambda: False)
     assert products_go_to_ynnpack(PPO(env_id="CartPole-v1"))  # 64 units
     assert products_go_to_ynnpack(AVG(env_id="Pendulum-v1"))  # a batch of one
     assert not products_go_to_ynnpack(DQN(env_id="CartPole-v1"))  # 256 units

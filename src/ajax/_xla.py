@@ -9,7 +9,11 @@ updates took a quarter less time, and DQN executed 55% faster, TD3 17%, PQN 9%, 
 faster, by 7-20% for PPO and PQN; and for one-sample updates (AVG: a batch of one, so every
 product is a vector-matrix product) AVG ran a third slower without it. So an agent's
 products go to YNNPACK when its networks are narrow (:attr:`ajax.agents.base.Agent.ynnpack`)
-and its programs are compiled with that. The option is per compile, so nothing else in the
+and its programs are compiled with that. On a CPU with AVX-512 (:func:`cpu_has_avx512`),
+where YNNPACK runs AVX-512 kernels and jaxlib's Eigen its AVX ones without FMA, the critic
+agents and PQN send 256-unit products to YNNPACK as well (10-20% faster on a 2-core Zen 4;
+DQN's were slower and stay with Eigen; PERFORMANCE_REPORT.md, "YNNPACK for wide networks
+on AVX-512"). The option is per compile, so nothing else in the
 process changes. It is left alone where the user's ``XLA_FLAGS`` names it already, off the
 CPU, and where this jaxlib does not know it.
 
@@ -56,6 +60,7 @@ import contextvars
 import functools
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -94,6 +99,17 @@ def compiler_options(agent: Any, runs_once: bool = False) -> dict[str, Any] | No
     if runs_once and not _user_sets(BACKEND_OPT_LEVEL) and _understood(BACKEND_OPT_LEVEL, 0):
         options[BACKEND_OPT_LEVEL] = 0
     return options or None
+
+
+@functools.cache
+def cpu_has_avx512(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this machine's CPU has AVX-512: ``avx512f`` among the flags Linux reports in
+    ``cpuinfo``; False where there is no such file."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return False
+    return any(line.startswith("flags") and "avx512f" in line.split() for line in text.splitlines())
 
 
 def _user_sets(option: str) -> bool:

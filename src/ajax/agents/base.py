@@ -51,6 +51,7 @@ from typing import Any, ClassVar
 import jax
 import optax
 
+from ajax._xla import cpu_has_avx512
 from ajax.acting import EnvCursor
 from ajax.envs import Box, Discrete, Env, make_env
 from ajax.envs.wrappers import copies
@@ -134,7 +135,9 @@ class Agent(abc.ABC):
     #: Environment copies per seed when the user does not say.
     default_n_envs: ClassVar[int] = 1
     #: The widest hidden layer whose products go to YNNPACK on the CPU (see :attr:`ynnpack`).
-    ynnpack_max_width: ClassVar[int] = 64
+    ynnpack_max_width: ClassVar[float] = 64
+    #: The same, on a CPU with AVX-512 (:func:`ajax._xla.cpu_has_avx512`).
+    ynnpack_max_width_avx512: ClassVar[float] = 64
 
     def __init__(
         self,
@@ -206,22 +209,31 @@ class Agent(abc.ABC):
         :attr:`ynnpack_max_width` units. On 2 cores, YNNPACK ran PPO and PQN with 64-unit
         layers 7-20% faster, at 1 seed and 8; Eigen ran the 256-unit updates of DQN, PQN,
         SAC, TD3 and REDQ 6-55% faster (PERFORMANCE_REPORT.md, "YNNPACK against Eigen").
-        An agent whose config names no ``hidden_sizes`` keeps XLA's default, YNNPACK."""
+        On a CPU with AVX-512 the limit is :attr:`ynnpack_max_width_avx512`: YNNPACK picks
+        its kernels for the CPU it runs on, where jaxlib's Eigen kernels are built for AVX
+        without FMA, and there the 256-unit updates of SAC, TD3, REDQ, ASAC and PQN ran
+        10-20% faster through YNNPACK, DQN's 7.5% slower (PERFORMANCE_REPORT.md, "YNNPACK
+        for wide networks on AVX-512"). An agent whose config names no ``hidden_sizes``
+        keeps XLA's default, YNNPACK."""
         widths = getattr(self.config, "hidden_sizes", ())
-        return max(widths, default=0) <= self.ynnpack_max_width
+        wide = self.ynnpack_max_width_avx512 if cpu_has_avx512() else self.ynnpack_max_width
+        return max(widths, default=0) <= wide
 
     def _flattened_if_narrow(
         self, optimizer: optax.GradientTransformation
     ) -> optax.GradientTransformation:
         """``optimizer`` over one vector of every parameter (``optax.flatten``) where the
-        networks are narrow (:attr:`ynnpack`'s measure, at most :attr:`ynnpack_max_width`
-        units), leaf by leaf otherwise. Through narrow networks an update is bound by its
+        networks are narrow (at most :attr:`ynnpack_max_width` units), leaf by leaf
+        otherwise. Through narrow networks an update is bound by its
         number of kernels, and the optimiser over one vector is a few kernels where it was a
         few per leaf: SAC's and TD3's segments compiled faster at 64 units, executing as
         fast, and UDRL ran 2% faster. Through 256-unit layers, concatenating the
         gradients and splitting the step cost more than they saved (TD3 5% slower)
-        (PERFORMANCE_REPORT.md, "The optimiser over one vector")."""
-        return optax.flatten(optimizer) if self.ynnpack else optimizer
+        (PERFORMANCE_REPORT.md, "The optimiser over one vector"); YNNPACK's gains through
+        256-unit layers on AVX-512 were measured leaf by leaf."""
+        widths = getattr(self.config, "hidden_sizes", ())
+        narrow = max(widths, default=0) <= self.ynnpack_max_width
+        return optax.flatten(optimizer) if narrow else optimizer
 
     def wrap_env(self, env: Env) -> Env:
         return env

@@ -15,6 +15,7 @@ LeCun-normal default); the learning test passes with it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,9 @@ class PQN(OnPolicyAgent, QLearningAgent):
 
     Config = PQNConfig
     default_n_envs = 32
+    # Its 256-unit updates ran 15% faster through YNNPACK on AVX-512 (PERFORMANCE_REPORT.md,
+    # "YNNPACK for wide networks on AVX-512").
+    ynnpack_max_width_avx512 = math.inf
 
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
