@@ -13,9 +13,9 @@ and its programs are compiled with that. On a CPU with AVX-512 (:func:`cpu_has_a
 where YNNPACK runs AVX-512 kernels and jaxlib's Eigen its AVX ones without FMA, the critic
 agents and PQN send 256-unit products to YNNPACK as well (10-20% faster on a 2-core Zen 4;
 DQN's were slower and stay with Eigen; PERFORMANCE_REPORT.md, "YNNPACK for wide networks
-on AVX-512"). The option is per compile, so nothing else in the
-process changes. It is left alone where the user's ``XLA_FLAGS`` names it already, off the
-CPU, and where this jaxlib does not know it.
+on AVX-512"). The option is per compile, so nothing else in the process changes. It is
+left alone where the user's ``XLA_FLAGS`` names it already, off the CPU, and where this
+jaxlib does not know it.
 
 **The initialisation runs once.** The seeds' initial states are computed by a program that
 runs once per run, in milliseconds, and whose compile took a fifth of a run's
