@@ -36,15 +36,23 @@ _CACHE_SUFFIX = "-cache"
 _ATIME_SUFFIX = "-atime"
 
 
+def cpuinfo_field(name: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The first CPU's ``name`` field (``model name``, ``flags``) as Linux reports it in
+    ``cpuinfo``; None where the file or the field is missing."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        field, _, value = line.partition(":")
+        if field.strip().lower() == name:
+            return value.strip()
+    return None
+
+
 def cpu_model() -> str:
     """The CPU's model name, as the kernel reports it (falls back to the platform's)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown-cpu"
+    return cpuinfo_field("model name") or platform.processor() or "unknown-cpu"
 
 
 def machine_tag() -> str:

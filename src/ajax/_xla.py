@@ -70,6 +70,8 @@ from jax import lax
 from jax._src.interpreters import mlir
 from jax.extend.random import threefry2x32_p
 
+from ajax._compile_cache import cpuinfo_field
+
 #: The option's name; the empty list turns every YNNPACK fusion off.
 YNN_FUSIONS = "xla_cpu_experimental_ynn_fusion_type"
 #: XLA's backend (LLVM) optimisation level, 0-3; 2 by default.
@@ -105,11 +107,7 @@ def compiler_options(agent: Any, runs_once: bool = False) -> dict[str, Any] | No
 def cpu_has_avx512(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     """Whether this machine's CPU has AVX-512: ``avx512f`` among the flags Linux reports in
     ``cpuinfo``; False where there is no such file."""
-    try:
-        text = cpuinfo.read_text()
-    except OSError:
-        return False
-    return any(line.startswith("flags") and "avx512f" in line.split() for line in text.splitlines())
+    return "avx512f" in (cpuinfo_field("flags", cpuinfo) or "").split()
 
 
 def _user_sets(option: str) -> bool:

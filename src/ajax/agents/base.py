@@ -215,24 +215,27 @@ class Agent(abc.ABC):
         10-20% faster through YNNPACK, DQN's 7.5% slower (PERFORMANCE_REPORT.md, "YNNPACK
         for wide networks on AVX-512"). An agent whose config names no ``hidden_sizes``
         keeps XLA's default, YNNPACK."""
-        widths = getattr(self.config, "hidden_sizes", ())
-        wide = self.ynnpack_max_width_avx512 if cpu_has_avx512() else self.ynnpack_max_width
-        return max(widths, default=0) <= wide
+        limit = self.ynnpack_max_width_avx512 if cpu_has_avx512() else self.ynnpack_max_width
+        return self._widest_layer <= limit
+
+    @property
+    def _widest_layer(self) -> int:
+        """The widest hidden layer the config names (``hidden_sizes``), 0 if none."""
+        return max(getattr(self.config, "hidden_sizes", ()), default=0)
 
     def _flattened_if_narrow(
         self, optimizer: optax.GradientTransformation
     ) -> optax.GradientTransformation:
         """``optimizer`` over one vector of every parameter (``optax.flatten``) where the
         networks are narrow (at most :attr:`ynnpack_max_width` units), leaf by leaf
-        otherwise. Through narrow networks an update is bound by its
-        number of kernels, and the optimiser over one vector is a few kernels where it was a
-        few per leaf: SAC's and TD3's segments compiled faster at 64 units, executing as
-        fast, and UDRL ran 2% faster. Through 256-unit layers, concatenating the
-        gradients and splitting the step cost more than they saved (TD3 5% slower)
-        (PERFORMANCE_REPORT.md, "The optimiser over one vector"); YNNPACK's gains through
-        256-unit layers on AVX-512 were measured leaf by leaf."""
-        widths = getattr(self.config, "hidden_sizes", ())
-        narrow = max(widths, default=0) <= self.ynnpack_max_width
+        otherwise. Through narrow networks an update is bound by its number of kernels, and
+        the optimiser over one vector is a few kernels where it was a few per leaf: SAC's and
+        TD3's segments compiled faster at 64 units, executing as fast, and UDRL ran 2%
+        faster. Through 256-unit layers, concatenating the gradients and splitting the step
+        cost more than they saved (TD3 5% slower) (PERFORMANCE_REPORT.md, "The optimiser over
+        one vector"); YNNPACK's gains through 256-unit layers on AVX-512 were measured leaf
+        by leaf."""
+        narrow = self._widest_layer <= self.ynnpack_max_width
         return optax.flatten(optimizer) if narrow else optimizer
 
     def wrap_env(self, env: Env) -> Env:
