@@ -46,6 +46,18 @@ def test_directory_names_the_cpu_in_safe_characters(monkeypatch, model, start):
     assert _compile_cache.machine_tag().startswith(start)
 
 
+def test_cpuinfo_fields_are_the_first_cpus(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(
+        "processor\t: 0\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu avx2\n\n"
+        "processor\t: 1\nmodel name\t: Other\nflags\t\t: fpu\n"
+    )
+    assert _compile_cache.cpuinfo_field("model name", cpuinfo) == "AMD EPYC 9B14"
+    assert _compile_cache.cpuinfo_field("flags", cpuinfo) == "fpu avx2"
+    assert _compile_cache.cpuinfo_field("microcode", cpuinfo) is None
+    assert _compile_cache.cpuinfo_field("flags", tmp_path / "absent") is None
+
+
 def test_default_root_and_off_switch(monkeypatch):
     monkeypatch.delenv("AJAX_JAX_COMPILE_CACHE_DIR", raising=False)
     expected = os.path.expanduser("~/.cache/ajax/jax_compile_cache")
