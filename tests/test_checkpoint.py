@@ -16,8 +16,8 @@ import pytest
 
 import ajax
 from ajax import PPO, SAC, CheckpointConfig, LoggingConfig
-from ajax.watchdog import CallInterrupted, _Call
 
+from .interrupts import interrupting_call
 from .tensorboard_reader import read_scalars
 
 #: On the tests' two devices: two places each, the last a copy of the first seed, which a
@@ -106,16 +106,8 @@ def test_an_interrupt_finishes_the_segment_in_flight_and_checkpoints_it(
 ):
     """Ctrl-C during segment 4 (with checkpoints every 3): the segment finishes, its rows are
     written and it is checkpointed, and the error says how to resume."""
-    calls = []
-    original = ajax.loop.call_watched
-
-    def interrupt_the_fifth_call(fn, *args, limit_s):
-        calls.append(fn)
-        if len(calls) == 5:  # the initialisation, then segments 1-4
-            raise CallInterrupted("SIGTERM", _Call(fn, args))
-        return original(fn, *args, limit_s=limit_s)
-
-    monkeypatch.setattr(ajax.loop, "call_watched", interrupt_the_fifth_call)
+    # The initialisation, then segments 1-4.
+    monkeypatch.setattr(ajax.loop, "call_watched", interrupting_call(5, "SIGTERM"))
     config = LoggingConfig(log_frequency=FREQUENCY, log_dir=tmp_path, run_name="stopped")
     with pytest.raises(ajax.RunInterrupted) as stopped:
         small_ppo().train(
@@ -128,7 +120,7 @@ def test_an_interrupt_finishes_the_segment_in_flight_and_checkpoints_it(
     assert f"ajax.resume({str(checkpoints)!r})" in str(stopped.value)
     assert "after 256 of 640 steps" in str(stopped.value)
     assert sorted(p.name for p in checkpoints.iterdir() if p.name.isdigit()) == ["3", "4"]
-    monkeypatch.setattr(ajax.loop, "call_watched", original)
+    monkeypatch.undo()
     assert_same_run(ajax.resume(tmp_path / "stopped"), reference)
 
 

@@ -10,6 +10,7 @@ import pytest
 import ajax
 from ajax import PPO, LoggingConfig
 
+from .interrupts import interrupting_call
 from .tensorboard_reader import read_scalars
 
 
@@ -192,6 +193,26 @@ def test_a_signal_stops_a_run_with_every_recorded_row_written(tmp_path, signame,
     ]
     assert sorted({r["timestep"] for r in rows}) == recorded
     assert len(rows) == 2 * len(recorded)
+
+
+def test_an_interrupt_lets_the_segment_in_flight_finish_and_writes_its_rows(
+    tmp_path, monkeypatch, capfd
+):
+    """Ctrl-C during segment 3 of a run without checkpoints: the segment finishes and its
+    rows are written before the run stops (XLA cannot stop a program, and one left running
+    can abort the interpreter's exit)."""
+    # The initialisation, then segments 1-3.
+    monkeypatch.setattr(ajax.loop, "call_watched", interrupting_call(4))
+    config = LoggingConfig(log_frequency=64, log_dir=tmp_path, run_name="stopped")
+    with pytest.raises(ajax.RunInterrupted, match=r"\(Ctrl-C\) after 192 of 640 steps"):
+        PPO(env_id="CartPole-v1", n_envs=2, n_steps=16).train(
+            seed=[0, 1], n_timesteps=640, logging_config=config
+        )
+    rows = _csv_rows(tmp_path / "stopped" / "metrics.csv")
+    assert [int(r["timestep"]) for r in rows] == [64, 64, 128, 128, 192, 192]
+    assert "Ctrl-C: stopping once segment 3 of 10 (timesteps 128 to 192) finishes" in (
+        capfd.readouterr().err
+    )
 
 
 def test_a_ctrl_c_that_native_code_swallows_still_stops_the_run(tmp_path):

@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import json
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -519,6 +520,11 @@ def _keyboard_interrupt(signal_name: str) -> KeyboardInterrupt:
     return KeyboardInterrupt("" if signal_name == "SIGINT" else signal_name)
 
 
+def _shown(interrupt: KeyboardInterrupt) -> str:
+    """The signal an interrupt came from, as the run's messages name it."""
+    return str(interrupt) or "Ctrl-C"
+
+
 @contextlib.contextmanager
 def _interrupts() -> Iterator[list[str]]:
     """Within the block, SIGTERM (a scheduler's pre-emption, ``kill``) interrupts the main
@@ -788,6 +794,20 @@ def _run(
         durations.append(time.perf_counter() - started)
         return result
 
+    def finish(interrupt: CallInterrupted, what: str, durations: list[float]) -> Any:
+        """The result of the call ``interrupt`` arrived in, once it finishes. XLA cannot stop
+        a program, and one left running that finished while the interpreter exited aborted
+        the process ("FATAL: exception not rethrown": its thread was unwound on its way back
+        into Python; docs/reliability.md). A second interrupt abandons it."""
+        sys.stderr.write(
+            f"Ajax: {_shown(interrupt)}: stopping once {what} finishes; "
+            "a second Ctrl-C abandons it.\n"
+        )
+        finished, result = interrupt.call.wait(watchdog.limit_s(durations))
+        if not finished:
+            raise interrupt
+        return result
+
     lengths = plan.segment_lengths
     segments_done = 0 if start is None else start.step
     saved = segments_done
@@ -804,7 +824,12 @@ def _run(
 
             run_start = time.perf_counter()
             if start is None:
-                state = watched(init, (programs.seeds,), "the seeds' initialisation", [])
+                what = "the seeds' initialisation"
+                try:
+                    state = watched(init, (programs.seeds,), what, [])
+                except CallInterrupted as interrupt:
+                    finish(interrupt, what, [])
+                    raise
                 health = programs.health
             else:
                 template = (
@@ -818,7 +843,7 @@ def _run(
                 iterations_done = sum(lengths[:index])
                 first = iterations_done * plan.steps_per_iteration
                 last = (iterations_done + lengths[index]) * plan.steps_per_iteration
-                where = f"segment {index + 1} of {len(lengths)}"
+                what = f"segment {index + 1} of {len(lengths)} (timesteps {first} to {last})"
                 args = (
                     state,
                     health,
@@ -827,21 +852,15 @@ def _run(
                     np.int32(lengths[index]),
                 )
                 try:
-                    state, health, outputs = watched(
-                        segment, args, f"{where} (timesteps {first} to {last})", durations
-                    )
+                    state, health, outputs = watched(segment, args, what, durations)
                 except CallInterrupted as interrupt:
-                    if checkpointer is None:
-                        raise
-                    # Let the segment in flight finish, and checkpoint it (a second Ctrl-C
-                    # abandons it).
-                    finished, result = interrupt.call.wait(watchdog.limit_s(durations))
-                    if not finished:
-                        raise
-                    state, health, outputs = result
+                    # The segment in flight finishes, and its rows are written and it is
+                    # checkpointed before the run stops.
+                    state, health, outputs = finish(interrupt, what, durations)
                     record(last, outputs)
-                    save(index + 1, (state, health))
-                    saved = index + 1
+                    if checkpointer is not None:
+                        save(index + 1, (state, health))
+                        saved = index + 1
                     raise
                 # One segment in flight at a time: its few scalars are fetched before the next
                 # is dispatched (the rows are written by the writer thread). Overlapping
@@ -863,10 +882,9 @@ def _run(
                     f"; its checkpoint after {steps:,} steps continues it: "
                     f"ajax.resume({str(checkpointer.directory)!r})"
                 )
-            cause = str(interrupt) or "Ctrl-C"
             raise RunInterrupted(
-                f"The run was interrupted ({cause}) after {done:,} of {total:,} steps per "
-                f"seed; {where}."
+                f"The run was interrupted ({_shown(interrupt)}) after {done:,} of {total:,} "
+                f"steps per seed; {where}."
             ) from None
         finally:
             # On normal end, on an error and on Ctrl-C alike, every row recorded so far is
