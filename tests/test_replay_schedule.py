@@ -5,11 +5,15 @@ began one iteration earlier."""
 
 import math
 
+import jax
 import numpy as np
 import optax
 import pytest
 
-from ajax import DQN, SAC, UDRL, LoggingConfig
+from ajax import DQN, SAC, TD3, UDRL, LoggingConfig
+from ajax.envs.core import SEED_AXIS
+
+from .states import SMALL, initial_state
 
 
 def _train_logged(agent, n_timesteps, tmp_path):
@@ -68,3 +72,37 @@ def test_dqn_and_udrl_warm_up_without_updates():
     for steps, updates in ((48, 0), (64, 2)):
         state = udrl.train(seed=0, n_timesteps=steps).state
         assert int(optax.tree_utils.tree_get(state.opt_state, "count")[0]) == updates
+
+
+@pytest.mark.parametrize("under_the_seed_vmap", [True, False])
+def test_td3_moves_its_actor_and_targets_on_every_second_critic_update(under_the_seed_vmap):
+    """TD3's delayed actor (``policy_delay=2``, one critic update per iteration): the actor and
+    the target networks move on every second iteration only, the critics on every one, and
+    the actor's loss is reported on every iteration, alone and under the run's vmap."""
+    agent = TD3(env_id="Pendulum-v1", **SMALL["TD3"][1], learning_starts=0)
+    state, env = initial_state(agent)
+    iteration = lambda s: agent.iteration(s, env)  # noqa: E731
+    if under_the_seed_vmap:
+        state = jax.tree.map(lambda x: x[None], state)
+        iteration = jax.vmap(iteration, axis_name=SEED_AXIS)
+    iteration = jax.jit(iteration)
+
+    def moved(before, after):
+        pairs = zip(jax.tree.leaves(before), jax.tree.leaves(after), strict=True)
+        return any(not np.array_equal(a, b) for a, b in pairs)
+
+    moves = []
+    for _ in range(4):
+        new, metrics = iteration(state)
+        assert np.isfinite(metrics["actor_loss"]).all()
+        old, learner = state.learner, new.learner
+        moves.append(
+            (
+                moved(old.params["actor"], learner.params["actor"]),
+                moved(old.params["critic"], learner.params["critic"]),
+                moved(old.target_params, learner.target_params),
+            )
+        )
+        state = new
+    # Critic updates 1-4: the actor and the targets follow updates 2 and 4.
+    assert moves == [(False, True, False), (True, True, True)] * 2

@@ -32,9 +32,8 @@ from ajax.agents.replay import ReplayAgent, ReplayConfig
 from ajax.buffers import ReplayBuffer
 from ajax.critics import QEnsemble
 from ajax.envs import Box, Env
-from ajax.envs.core import any_over_seeds
 from ajax.returns import td_target
-from ajax.updates import soft_update
+from ajax.updates import select, soft_update
 
 
 @dataclass(frozen=True)
@@ -243,15 +242,6 @@ class OffPolicyAgent(ReplayAgent):
         learner, metrics = self._after_actor(learner, aux)
         return learner, {"actor_loss": loss} | metrics
 
-    def _actor_metrics(
-        self, learner: Learner, obs: jax.Array, key: jax.Array
-    ) -> tuple[Learner, dict[str, jax.Array]]:
-        """``learner`` unchanged, and the metrics :meth:`_actor_update` would report: its
-        loss at the current parameters, and what ``_after_actor`` reports."""
-        loss, aux = self._actor_loss(learner.params["actor"], learner, obs, key)
-        _, metrics = self._after_actor(learner, aux)
-        return learner, {"actor_loss": loss} | metrics
-
     def _train(
         self, learner: Learner, buffer: ReplayBuffer, key: jax.Array
     ) -> tuple[Learner, dict[str, jax.Array]]:
@@ -259,13 +249,9 @@ class OffPolicyAgent(ReplayAgent):
 
         The updates run in blocks of ``min(gradient_steps, policy_delay)`` critic updates,
         each followed by an actor update. Where ``policy_delay`` exceeds ``gradient_steps``
-        (TD3: one critic update per iteration, the actor every second) the actor is updated
-        only on iterations where the count of critic updates reaches a multiple of
-        ``policy_delay``; on the others its loss is still computed, at the current
-        parameters, for the metrics. The count is the same for every seed (each makes the
-        same updates), so the branch is a ``lax.cond`` that stays one under the vmap over
-        seeds: the skipped updates are not computed, and the program has no select of every
-        leaf of the learner.
+        (TD3: one critic update per iteration, the actor every second) the actor's update is
+        kept only on iterations where the count of critic updates reaches a multiple of
+        ``policy_delay``.
         """
         c = self.config
         per_block = min(c.gradient_steps, c.policy_delay)
@@ -281,14 +267,10 @@ class OffPolicyAgent(ReplayAgent):
                 critic_step, learner, jax.random.split(critic_keys, per_block)
             )
             obs = buffer.sample(sample_key, c.batch_size)["obs"]
+            updated, actor_metrics = self._actor_update(learner, obs, actor_key)
             if c.policy_delay > per_block:
-                due = any_over_seeds(learner.updates % c.policy_delay == 0)
-                learner, actor_metrics = jax.lax.cond(
-                    due, self._actor_update, self._actor_metrics, learner, obs, actor_key
-                )
-            else:
-                learner, actor_metrics = self._actor_update(learner, obs, actor_key)
-            return learner, jax.tree.map(jnp.mean, critic_metrics) | actor_metrics
+                updated = select(learner.updates % c.policy_delay == 0, updated, learner)
+            return updated, jax.tree.map(jnp.mean, critic_metrics) | actor_metrics
 
         learner, metrics = jax.lax.scan(
             block, learner, jax.random.split(key, c.gradient_steps // per_block)

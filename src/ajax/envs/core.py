@@ -17,25 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from ajax.envs.spaces import Space
 
 #: The axis name of the run's vmap over seeds. Code below it can reduce over all seeds with
 #: it (``AutoReset`` asks whether any copy of any seed needs a reset).
 SEED_AXIS = "seeds"
-
-
-def any_over_seeds(flag: jax.Array) -> jax.Array:
-    """Whether ``flag`` holds anywhere, in any seed when under the run's vmap over seeds: a
-    predicate the same for every seed, so that a ``lax.cond`` on it stays a branch under the
-    vmap (on a per-seed predicate JAX computes both branches and selects)."""
-    flag = jnp.any(flag).astype(jnp.int32)
-    try:
-        return jax.lax.pmax(flag, SEED_AXIS) > 0
-    except NameError:  # Not under the run's vmap (a bare environment, a user's own loop).
-        return flag > 0
-
 
 StepResult = tuple[Any, jax.Array, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]
 

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from ajax.envs.core import Env, StepResult, Wrapper, any_over_seeds
+from ajax.envs.core import SEED_AXIS, Env, StepResult, Wrapper
 from ajax.envs.spaces import Box
 
 
@@ -78,10 +78,19 @@ class AutoReset(Wrapper):
             next_state, next_obs = reset_done((state, obs))
         else:
             next_state, next_obs = jax.lax.cond(
-                any_over_seeds(done), reset_done, lambda c: c, (state, obs)
+                _any_over_seeds(done), reset_done, lambda c: c, (state, obs)
             )
         info = {**info, "final_obs": obs}
         return next_state, next_obs, reward, terminated, truncated, info
+
+
+def _any_over_seeds(done: jax.Array) -> jax.Array:
+    """Whether any copy ended, in any seed when under the run's vmap over seeds."""
+    any_done = done.any().astype(jnp.int32)
+    try:
+        return jax.lax.pmax(any_done, SEED_AXIS) > 0
+    except NameError:  # Not under the run's vmap (a bare environment, a user's own loop).
+        return any_done > 0
 
 
 def _expand(mask: jax.Array, like: jax.Array) -> jax.Array:
