@@ -89,7 +89,8 @@ class _Tracked:
 def _join_helper_threads():
     for thread in threading.enumerate():
         if thread.name == "ajax-watchdog-call":
-            thread.join()
+            thread.join(60)
+            assert not thread.is_alive(), "a watched call's helper thread did not end"
 
 
 def test_a_watched_calls_outputs_are_freed_by_the_caller():
