@@ -9,7 +9,9 @@ order alternating call by call, each call from the same freshly initialised stat
 
 Choices:
   weight-gradients  the layers' weight gradients in the form YNNPACK takes
-                    (``ajax._xla.ynnpack_weight_gradients``); A is autodiff's own.
+                    (``ajax._xla.YNNPACK_FORM``); A is autodiff's own.
+  kernel-order      the layers' weight gradients written in the kernel's order where the
+                    products go to Eigen (``ajax._xla.KERNEL_ORDER``); A is autodiff's own.
   shuffle           the epochs' shuffle by sorts of one integer array
                     (``ajax.minibatches.permutation``); A is ``jax.random.permutation``.
   width-one         layers of one output keep autodiff's weight gradient
@@ -52,9 +54,19 @@ from ajax import _xla, loop, minibatches
 from ajax._xla import compiler_options
 from ajax.agents import base as agents_base
 
+
+def _autodiff_for(form: str) -> contextlib.AbstractContextManager:
+    """Agents whose layers would take their weight gradients in ``form`` take autodiff's."""
+    chosen = _xla.weight_gradient_form
+    return mock.patch.object(
+        _xla, "weight_gradient_form", lambda a: None if chosen(a) == form else chosen(a)
+    )
+
+
 #: choice -> what puts the tracing back as it was before the choice (side A).
 WITHOUT: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
-    "weight-gradients": lambda: mock.patch.object(_xla, "products_go_to_ynnpack", lambda a: False),
+    "weight-gradients": lambda: _autodiff_for(_xla.YNNPACK_FORM),
+    "kernel-order": lambda: _autodiff_for(_xla.KERNEL_ORDER),
     "shuffle": lambda: mock.patch.object(minibatches, "permutation", jax.random.permutation),
     "width-one": lambda: mock.patch.object(_xla, "_ynnpack_takes_gradient", lambda kernel: True),
     "avx512": lambda: mock.patch.object(agents_base, "cpu_has_avx512", lambda: False),

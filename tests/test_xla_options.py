@@ -17,14 +17,18 @@ import ajax.loop
 from ajax import ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, LoggingConfig, evaluate
 from ajax._xla import (
     BACKEND_OPT_LEVEL,
+    KERNEL_ORDER,
     YNN_FUSIONS,
+    YNNPACK_FORM,
     compiler_options,
     cpu_has_avx512,
     layer_product,
     products_go_to_ynnpack,
     unrolled_threefry,
-    ynnpack_weight_gradients,
+    weight_gradient_form,
+    weight_gradients_for,
 )
+from ajax.critics import QEnsemble
 from ajax.nn import MLP
 
 NO_YNNPACK = {YNN_FUSIONS: ""}
@@ -97,33 +101,78 @@ def _mlp_gradients(inputs):
     return jax.jit(jax.grad(lambda p, x: (mlp.apply(p, x) ** 2).sum())), params
 
 
-def _contractions_over_the_first_axis(fn, *args) -> int:
-    """Products in ``fn``'s compiled program whose left operand is contracted over its first
-    axis, which YNNPACK does not take (its rank-2 weight gradients, as autodiff makes them)."""
-    text = fn.lower(*args).compile().as_text()
+def _compiled(fn, *args) -> str:
+    return fn.lower(*args).compile().as_text()
+
+
+def _contractions_over_the_first_axis(text: str) -> int:
+    """Products in a compiled program whose left operand is contracted over its first axis,
+    which YNNPACK does not take (its rank-2 weight gradients, as autodiff makes them)."""
     return len(re.findall(r"dot\([^)]*\), lhs_contracting_dims=\{0\}", text))
+
+
+def _product_shapes(text: str) -> set[tuple[int, ...]]:
+    """The shapes of the products in a compiled program."""
+    found = re.findall(r"= f32\[([\d,]+)\]\{[\d,]+\} dot\(", text)
+    return {tuple(int(n) for n in shape.split(",")) for shape in found}
+
+
+def _assert_close(got, expected):
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-5)
 
 
 def test_weight_gradients_for_ynnpack_are_autodiffs_and_contract_over_the_last_axis(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    ppo, dqn = PPO(env_id="CartPole-v1"), DQN(env_id="CartPole-v1")
+    ppo = PPO(env_id="CartPole-v1")
+    assert weight_gradient_form(ppo) == YNNPACK_FORM
     for shape in [(128, 4), (16, 8, 4)]:
         inputs = jax.random.normal(jax.random.PRNGKey(1), shape)
         grad, params = _mlp_gradients(inputs)
         expected = grad(params, inputs)
-        assert _contractions_over_the_first_axis(grad, params, inputs) > 0, "the premise"
-        with ynnpack_weight_gradients(ppo):
+        assert _contractions_over_the_first_axis(_compiled(grad, params, inputs)) > 0, "premise"
+        with weight_gradients_for(ppo):
             grad, _ = _mlp_gradients(inputs)
             got = grad(params, inputs)
             batched = jax.jit(jax.vmap(grad, in_axes=(None, 0)))(params, inputs[None])
             if len(shape) == 2:
-                assert _contractions_over_the_first_axis(grad, params, inputs) == 0
-        with ynnpack_weight_gradients(dqn):  # Eigen's products: autodiff's own
-            grad, _ = _mlp_gradients(inputs)
-            assert _contractions_over_the_first_axis(grad, params, inputs) > 0
-        for leaves in (got, jax.tree.map(lambda x: x[0], batched)):
-            for a, b in zip(jax.tree.leaves(leaves), jax.tree.leaves(expected), strict=True):
-                np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-5)
+                assert _contractions_over_the_first_axis(_compiled(grad, params, inputs)) == 0
+        _assert_close(got, expected)
+        _assert_close(jax.tree.map(lambda x: x[0], batched), expected)
+
+
+def _ensemble_gradients(obs, action):
+    critics = QEnsemble((64, 32), "relu", 3)
+    params = critics.init(jax.random.PRNGKey(0), obs, action)
+    return jax.jit(jax.grad(lambda p, o, a: (critics.apply(p, o, a) ** 2).sum())), params
+
+
+def test_weight_gradients_through_eigen_come_out_in_the_kernels_order(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    dqn = DQN(env_id="CartPole-v1")  # 256 units: Eigen's products on any CPU
+    assert weight_gradient_form(dqn) == KERNEL_ORDER
+    keys = jax.random.split(jax.random.PRNGKey(1))
+    obs, action = jax.random.normal(keys[0], (128, 4)), jax.random.normal(keys[1], (128, 1))
+    grad, params = _ensemble_gradients(obs, action)
+    expected = grad(params, obs, action)
+    # Three critics' kernels of [5, 64], [64, 32] and [32, 1], the first layers' merged into
+    # one product: autodiff writes the first and last layers' gradients transposed.
+    transposed, kernel_order = {(192, 5), (3, 1, 32)}, {(5, 192), (3, 32, 1)}
+    assert transposed <= _product_shapes(_compiled(grad, params, obs, action)), "the premise"
+    with weight_gradients_for(dqn):
+        grad, _ = _ensemble_gradients(obs, action)
+        got = grad(params, obs, action)
+        batched = jax.jit(jax.vmap(grad, in_axes=(None, 0, 0)))(params, obs[None], action[None])
+        shapes = _product_shapes(_compiled(grad, params, obs, action))
+    assert kernel_order <= shapes and not transposed & shapes
+    _assert_close(got, expected)
+    _assert_close(jax.tree.map(lambda x: x[0], batched), expected)
+
+
+def test_off_the_cpu_weight_gradients_are_autodiffs(monkeypatch):
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert weight_gradient_form(PPO(env_id="CartPole-v1")) is None
+    assert weight_gradient_form(DQN(env_id="CartPole-v1")) is None
 
 
 def _gradient_program(dense: nn.Dense) -> str:
@@ -140,7 +189,7 @@ def test_outside_the_block_a_layer_is_flaxs_own():
 
 def test_a_layer_of_one_output_keeps_autodiffs_weight_gradient(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    with ynnpack_weight_gradients(PPO(env_id="CartPole-v1")):
+    with weight_gradients_for(PPO(env_id="CartPole-v1")):
         one = _gradient_program(nn.Dense(1, dot_general=layer_product))
         three = _gradient_program(nn.Dense(3, dot_general=layer_product))
     assert one == _gradient_program(nn.Dense(1))

@@ -39,7 +39,7 @@ import jax
 import numpy as np
 
 from ajax import _compile_cache
-from ajax._xla import products_go_to_ynnpack
+from ajax._xla import weight_gradient_form
 
 #: Bumped when the stored layout changes.
 FORMAT = 1
@@ -164,8 +164,8 @@ def run_key(agent: Any, n_seeds: int, num_episode_test: int | None) -> str | Non
     for option in _TRACE_OPTIONS:
         h.update(f"{option}={getattr(jax.config, option, None)}".encode())
     # The user's XLA_FLAGS can take the products from YNNPACK, and the layers' weight
-    # gradients are traced for it only where it has them.
-    h.update(f"ynnpack_weight_gradients={products_go_to_ynnpack(agent)}".encode())
+    # gradients are traced for the library that has them.
+    h.update(f"weight_gradients={weight_gradient_form(agent)}".encode())
     described = {
         "agent": f"{type(agent).__module__}.{type(agent).__qualname__}",
         "hyperparameters": agent.hyperparameters(),

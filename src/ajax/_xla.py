@@ -40,17 +40,25 @@ The seeds' initialisation keeps the loop as well: it runs once, and rolled it is
 fewer instructions, which shortened its compile (on another thread, alongside the segment's
 trace) by 0.1-0.2 s for PPO and SAC (PERFORMANCE_REPORT.md, "The initialisation's Threefry").
 
-**Weight gradients YNNPACK can take.** A layer's weight gradient is the product of its
-inputs, transposed, with the gradient of its outputs: a contraction over the batch, the
-first axis of both. YNNPACK takes a product only where its left operand is contracted over
-its last axis, so through narrow networks autodiff's weight gradients went to Eigen, at
-about half YNNPACK's speed on a 64-unit layer. Where an agent's products go to YNNPACK,
-:func:`ynnpack_weight_gradients` makes its layers (:func:`layer_product`) transpose their
-inputs into a buffer of their own for the weight gradient, a copy XLA would otherwise fold
-back into the product. At one seed an iteration took 0.73-0.98 of the time (AVG 0.73, PQN
-0.81-0.89, PPO 0.91-0.98; PERFORMANCE_REPORT.md, "Weight gradients for YNNPACK").
-Through Eigen the copy is pure cost (DQN's 256-unit updates 13% slower, bit for bit the same
-results), so it is made only where YNNPACK takes the products.
+**Weight gradients in the form the products' library takes.** A layer's weight gradient
+is the product of its inputs, transposed, with the gradient of its outputs: a contraction
+over the batch, the first axis of both. YNNPACK takes a product only where its left operand
+is contracted over its last axis, so through narrow networks autodiff's weight gradients
+went to Eigen, at about half YNNPACK's speed on a 64-unit layer. Where an agent's products
+go to YNNPACK, :func:`weight_gradients_for` makes its layers (:func:`layer_product`)
+transpose their inputs into a buffer of their own for the weight gradient
+(:data:`YNNPACK_FORM`), a copy XLA would otherwise fold back into the product. At one seed
+an iteration took 0.73-0.98 of the time (AVG 0.73, PQN 0.81-0.89, PPO 0.91-0.98;
+PERFORMANCE_REPORT.md, "Weight gradients for YNNPACK"). Through Eigen that copy is pure
+cost (DQN's 256-unit updates 13% slower, bit for bit the same results). There, autodiff's
+own form costs something else: it contracts the output's gradient with the inputs and
+transposes the result, and under a vmap (the critic ensembles, and the first layers XLA
+merges into one product) XLA leaves the product transposed, so that the transposing copies
+and the optimiser's passes read it across its rows. Eigen's agents write the contraction
+inputs first (:data:`KERNEL_ORDER`), so the product comes out in the kernel's own order: at
+the bench's defaults on a 2-core AVX2 machine, REDQ's iteration took 0.85 of the time, PQN's
+0.89, SAC's, ASAC's and TD3's 0.96-0.97, and DQN's, without an ensemble, was level
+(PERFORMANCE_REPORT.md, "Weight gradients in the kernel's order").
 """
 
 from __future__ import annotations
@@ -131,9 +139,17 @@ def unrolled_threefry() -> Iterator[None]:
             cpu_rules[threefry2x32_p] = rolled
 
 
-#: Whether :func:`layer_product` lowers weight gradients for YNNPACK; set at trace time by
-#: :func:`ynnpack_weight_gradients`.
-_YNNPACK_WEIGHT_GRADIENTS = contextvars.ContextVar("ynnpack_weight_gradients", default=False)
+#: The weight gradients :func:`layer_product` traces (:data:`YNNPACK_FORM`,
+#: :data:`KERNEL_ORDER`, or None for autodiff's own); set at trace time by
+#: :func:`weight_gradients_for`.
+_WEIGHT_GRADIENTS: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "weight_gradients", default=None
+)
+#: The inputs transposed into a buffer of their own first, so that YNNPACK takes the product.
+YNNPACK_FORM = "ynnpack"
+#: One contraction over the batch axes, written inputs first, so that the product comes out
+#: in the kernel's own order (Eigen's products).
+KERNEL_ORDER = "kernel-order"
 
 
 def products_go_to_ynnpack(agent: Any) -> bool:
@@ -143,15 +159,24 @@ def products_go_to_ynnpack(agent: Any) -> bool:
     return jax.default_backend() == "cpu" and agent.ynnpack and not _user_sets(YNN_FUSIONS)
 
 
+def weight_gradient_form(agent: Any) -> str | None:
+    """The form of ``agent``'s layers' weight gradients: :data:`YNNPACK_FORM` where its
+    products go to YNNPACK, :data:`KERNEL_ORDER` where they go to Eigen on the CPU, and None
+    (autodiff's own) off the CPU."""
+    if products_go_to_ynnpack(agent):
+        return YNNPACK_FORM
+    return KERNEL_ORDER if jax.default_backend() == "cpu" else None
+
+
 @contextlib.contextmanager
-def ynnpack_weight_gradients(agent: Any) -> Iterator[None]:
-    """Within the block (on this thread), :func:`layer_product` traces weight gradients that
-    YNNPACK can take, where ``agent``'s products go to it (:func:`products_go_to_ynnpack`)."""
-    token = _YNNPACK_WEIGHT_GRADIENTS.set(products_go_to_ynnpack(agent))
+def weight_gradients_for(agent: Any) -> Iterator[None]:
+    """Within the block (on this thread), :func:`layer_product` traces its weight gradients
+    in ``agent``'s form (:func:`weight_gradient_form`)."""
+    token = _WEIGHT_GRADIENTS.set(weight_gradient_form(agent))
     try:
         yield
     finally:
-        _YNNPACK_WEIGHT_GRADIENTS.reset(token)
+        _WEIGHT_GRADIENTS.reset(token)
 
 
 def layer_product(
@@ -162,22 +187,25 @@ def layer_product(
     preferred_element_type: Any = None,
 ) -> jax.Array:
     """A dense layer's product (``flax.linen.Dense``'s ``dot_general``): ``lax.dot_general``
-    itself, except inside :func:`ynnpack_weight_gradients` for an agent whose products go to
-    YNNPACK, where a layer's product (the inputs' last axis with the kernel's first, at the
-    default precision, more than one output) takes its weight gradient with the inputs
-    transposed first."""
+    itself, except inside :func:`weight_gradients_for` an agent with a form of its own,
+    where a layer's product (the inputs' last axis with the kernel's first, at the default
+    precision) takes its weight gradient in that form. The YNNPACK form leaves a layer of
+    one output to autodiff (:func:`_ynnpack_takes_gradient`)."""
+    form = _WEIGHT_GRADIENTS.get()
     layer = (((inputs.ndim - 1,), (0,)), ((), ()))
     plain = precision is None and preferred_element_type is None
-    ours = _YNNPACK_WEIGHT_GRADIENTS.get() and dimension_numbers == layer and plain
-    if not (ours and _ynnpack_takes_gradient(kernel)):
-        return lax.dot_general(
-            inputs,
-            kernel,
-            dimension_numbers,
-            precision=precision,
-            preferred_element_type=preferred_element_type,
-        )
-    return _product_for_ynnpack(inputs, kernel)
+    ours = form is not None and dimension_numbers == layer and plain
+    if ours and form == KERNEL_ORDER:
+        return _product_in_kernel_order(inputs, kernel)
+    if ours and _ynnpack_takes_gradient(kernel):
+        return _product_for_ynnpack(inputs, kernel)
+    return lax.dot_general(
+        inputs,
+        kernel,
+        dimension_numbers,
+        precision=precision,
+        preferred_element_type=preferred_element_type,
+    )
 
 
 def _ynnpack_takes_gradient(kernel: jax.Array) -> bool:
@@ -188,24 +216,40 @@ def _ynnpack_takes_gradient(kernel: jax.Array) -> bool:
     return kernel.shape[-1] > 1
 
 
-@jax.custom_vjp
-def _product_for_ynnpack(inputs: jax.Array, kernel: jax.Array) -> jax.Array:
+def _layer(inputs: jax.Array, kernel: jax.Array) -> jax.Array:
     """``inputs [..., n_in] @ kernel [n_in, n_out]``."""
     return lax.dot_general(inputs, kernel, (((inputs.ndim - 1,), (0,)), ((), ())))
 
 
-def _product_forward(inputs: jax.Array, kernel: jax.Array) -> tuple[jax.Array, tuple]:
-    return _product_for_ynnpack(inputs, kernel), (inputs, kernel)
+def _saved(inputs: jax.Array, kernel: jax.Array) -> tuple[jax.Array, tuple]:
+    return _layer(inputs, kernel), (inputs, kernel)
 
 
-def _product_backward(saved: tuple, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _input_gradient(kernel: jax.Array, grad: jax.Array) -> jax.Array:
+    """The gradient of a layer's inputs, as autodiff writes it: ``grad @ kernel.T``."""
+    return lax.dot_general(grad, kernel, (((grad.ndim - 1,), (1,)), ((), ())))
+
+
+def _ynnpack_backward(saved: tuple, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
     inputs, kernel = saved
-    grad_inputs = lax.dot_general(grad, kernel, (((grad.ndim - 1,), (1,)), ((), ())))
     # The barrier keeps the transpose a buffer of its own: XLA would fold it into the
     # product's dimensions, giving back the contraction over the first axis.
     inputs_t = lax.optimization_barrier(inputs.reshape(-1, inputs.shape[-1]).T)
     grad_kernel = inputs_t @ grad.reshape(-1, grad.shape[-1])
-    return grad_inputs, grad_kernel
+    return _input_gradient(kernel, grad), grad_kernel
 
 
-_product_for_ynnpack.defvjp(_product_forward, _product_backward)
+def _kernel_order_backward(saved: tuple, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
+    inputs, kernel = saved
+    # Autodiff contracts the output's gradient with the inputs and transposes the result,
+    # which XLA folds into whatever reads it: the optimiser's passes then read the weight
+    # gradient across its rows. Inputs first, the product is written in the kernel's order.
+    batch = tuple(range(inputs.ndim - 1))
+    grad_kernel = lax.dot_general(inputs, grad, ((batch, batch), ((), ())))
+    return _input_gradient(kernel, grad), grad_kernel
+
+
+_product_for_ynnpack = jax.custom_vjp(_layer)
+_product_for_ynnpack.defvjp(_saved, _ynnpack_backward)
+_product_in_kernel_order = jax.custom_vjp(_layer)
+_product_in_kernel_order.defvjp(_saved, _kernel_order_backward)

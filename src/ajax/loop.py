@@ -35,7 +35,7 @@ from jax.sharding import PartitionSpec as P
 from ajax import _program_cache
 from ajax._devices import seed_mesh
 from ajax._version import __version__
-from ajax._xla import compiler_options, unrolled_threefry, ynnpack_weight_gradients
+from ajax._xla import compiler_options, unrolled_threefry, weight_gradients_for
 from ajax.buffers import EpisodeStore, ReplayBuffer
 from ajax.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ajax.checkpoint import (
@@ -410,8 +410,8 @@ def lower_run(
     run whose state cannot fit in memory. The segment's Threefry is lowered unrolled
     (:func:`ajax._xla.unrolled_threefry`); the init's is not, since it runs once and is
     compiled for a short compile (JAX's rolled loop makes a third fewer instructions). The
-    segment's layers take their weight gradients in the form YNNPACK computes, where the
-    agent's products go to it (:func:`ajax._xla.ynnpack_weight_gradients`).
+    segment's layers take their weight gradients in the form of the library that computes the
+    agent's products (:func:`ajax._xla.weight_gradients_for`).
 
     The seeds are split over the devices :func:`ajax._devices.seed_mesh` gives: the programs
     are exported for one device's share of them, and every device runs that program on its
@@ -448,7 +448,7 @@ def lower_run(
             axis_name=SEED_AXIS,
         )
         args = (share_shape, initial_health(share), run_seeds[:share], np.int32(0), np.int32(0))
-        with unrolled_threefry(), ynnpack_weight_gradients(agent):
+        with unrolled_threefry(), weight_gradients_for(agent):
             return _program_cache.export(segment, *args)
 
     health = initial_health(places)
