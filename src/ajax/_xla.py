@@ -54,11 +54,13 @@ cost (DQN's 256-unit updates 13% slower, bit for bit the same results). There, a
 own form costs something else: it contracts the output's gradient with the inputs and
 transposes the result, and under a vmap (the critic ensembles, and the first layers XLA
 merges into one product) XLA leaves the product transposed, so that the transposing copies
-and the optimiser's passes read it across its rows. Eigen's agents write the contraction
-inputs first (:data:`KERNEL_ORDER`), so the product comes out in the kernel's own order: at
-the bench's defaults on a 2-core AVX2 machine, REDQ's iteration took 0.85 of the time, PQN's
-0.89, SAC's, ASAC's and TD3's 0.96-0.97, and DQN's, without an ensemble, was level
-(PERFORMANCE_REPORT.md, "Weight gradients in the kernel's order").
+and the optimiser's passes read it across its rows. Written with the
+inputs first (:data:`KERNEL_ORDER`), the product comes out in the kernel's own order: at the
+bench's defaults on a 2-core AVX2 machine, REDQ's iteration took 0.85 of the time, PQN's
+0.95, SAC's, ASAC's and TD3's 0.96-0.97, but DQN's (no ensemble, batches of 64) 1.05. So the
+form is each agent's choice (:attr:`ajax.agents.base.Agent.kernel_order_gradients`): the
+critic agents and PQN take it, and the others keep autodiff's (PERFORMANCE_REPORT.md,
+"Weight gradients in the kernel's order").
 """
 
 from __future__ import annotations
@@ -161,11 +163,13 @@ def products_go_to_ynnpack(agent: Any) -> bool:
 
 def weight_gradient_form(agent: Any) -> str | None:
     """The form of ``agent``'s layers' weight gradients: :data:`YNNPACK_FORM` where its
-    products go to YNNPACK, :data:`KERNEL_ORDER` where they go to Eigen on the CPU, and None
-    (autodiff's own) off the CPU."""
+    products go to YNNPACK, :data:`KERNEL_ORDER` where they go to Eigen on the CPU and the
+    agent takes it (:attr:`ajax.agents.base.Agent.kernel_order_gradients`), else None
+    (autodiff's own, and always off the CPU)."""
     if products_go_to_ynnpack(agent):
         return YNNPACK_FORM
-    return KERNEL_ORDER if jax.default_backend() == "cpu" else None
+    eigen = jax.default_backend() == "cpu"
+    return KERNEL_ORDER if eigen and agent.kernel_order_gradients else None
 
 
 @contextlib.contextmanager

@@ -138,6 +138,10 @@ class Agent(abc.ABC):
     ynnpack_max_width: ClassVar[float] = 64
     #: The same, on a CPU with AVX-512 (:func:`ajax._xla.cpu_has_avx512`).
     ynnpack_max_width_avx512: ClassVar[float] = 64
+    #: Whether, where its products go to Eigen, the agent's layers write their weight
+    #: gradients in the kernel's order (:data:`ajax._xla.KERNEL_ORDER`) rather than as
+    #: autodiff does: for the agents where it was measured the faster.
+    kernel_order_gradients: ClassVar[bool] = False
 
     def __init__(
         self,

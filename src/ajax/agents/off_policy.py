@@ -80,6 +80,10 @@ class OffPolicyAgent(ReplayAgent):
     # The critics' 256-unit updates on batches of 256 ran 10-20% faster through YNNPACK on
     # AVX-512 (PERFORMANCE_REPORT.md, "YNNPACK for wide networks on AVX-512").
     ynnpack_max_width_avx512 = math.inf
+    # Through Eigen the critic ensembles' updates took 0.85 (REDQ's ten critics) to 0.97
+    # (two) of the time with the weight gradients in the kernel's order (PERFORMANCE_REPORT.md,
+    # "Weight gradients in the kernel's order").
+    kernel_order_gradients = True
 
     def with_params(self, state: OffPolicyState, params: dict[str, Any]) -> OffPolicyState:
         return state.replace(learner=state.learner.replace(params=params))
