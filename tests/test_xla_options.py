@@ -124,7 +124,7 @@ def _assert_close(got, expected):
 
 def test_weight_gradients_for_ynnpack_are_autodiffs_and_contract_over_the_last_axis(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    ppo = PPO(env_id="CartPole-v1")
+    ppo, dqn = PPO(env_id="CartPole-v1"), DQN(env_id="CartPole-v1")
     assert weight_gradient_form(ppo) == YNNPACK_FORM
     for shape in [(128, 4), (16, 8, 4)]:
         inputs = jax.random.normal(jax.random.PRNGKey(1), shape)
@@ -137,6 +137,9 @@ def test_weight_gradients_for_ynnpack_are_autodiffs_and_contract_over_the_last_a
             batched = jax.jit(jax.vmap(grad, in_axes=(None, 0)))(params, inputs[None])
             if len(shape) == 2:
                 assert _contractions_over_the_first_axis(_compiled(grad, params, inputs)) == 0
+        with weight_gradients_for(dqn):  # Eigen's products, and autodiff's form
+            grad, _ = _mlp_gradients(inputs)
+            assert _contractions_over_the_first_axis(_compiled(grad, params, inputs)) > 0
         _assert_close(got, expected)
         _assert_close(jax.tree.map(lambda x: x[0], batched), expected)
 

@@ -54,13 +54,13 @@ cost (DQN's 256-unit updates 13% slower, bit for bit the same results). There, a
 own form costs something else: it contracts the output's gradient with the inputs and
 transposes the result, and under a vmap (the critic ensembles, and the first layers XLA
 merges into one product) XLA leaves the product transposed, so that the transposing copies
-and the optimiser's passes read it across its rows. Written with the
-inputs first (:data:`KERNEL_ORDER`), the product comes out in the kernel's own order: at the
-bench's defaults on a 2-core AVX2 machine, REDQ's iteration took 0.85 of the time, PQN's
-0.95, SAC's, ASAC's and TD3's 0.96-0.97, but DQN's (no ensemble, batches of 64) 1.05. So the
-form is each agent's choice (:attr:`ajax.agents.base.Agent.kernel_order_gradients`): the
-critic agents and PQN take it, and the others keep autodiff's (PERFORMANCE_REPORT.md,
-"Weight gradients in the kernel's order").
+and the optimiser's passes read it across its rows. Written with the inputs first
+(:data:`KERNEL_ORDER`), the product comes out in the kernel's own order: at the bench's
+defaults on a 2-core AVX2 machine, REDQ's iteration took 0.85 of the time, PQN's 0.95, SAC's,
+ASAC's and TD3's 0.96-0.97, but DQN's (no ensemble, batches of 64) 1.05. So the form is each
+agent's choice (:attr:`ajax.agents.base.Agent.kernel_order_gradients`): the critic agents and
+PQN take it, and the others keep autodiff's (PERFORMANCE_REPORT.md, "Weight gradients in the
+kernel's order").
 """
 
 from __future__ import annotations
