@@ -501,11 +501,22 @@ def _on_devices(
     """``program``, written for one device's share of the seeds, jitted over all of them:
     each device of ``mesh`` runs it on its share of the first ``seeded`` arguments (and of
     every output), and takes the ``whole`` arguments after them as they are; without a
-    mesh, the program as it is."""
-    if mesh is not None:
-        specs = (P(SEED_AXIS),) * seeded + (P(),) * whole
-        program = jax.shard_map(program, mesh=mesh, in_specs=specs, out_specs=P(SEED_AXIS))
-    return jax.jit(program, donate_argnums=donate_argnums)
+    mesh, the program as it is.
+
+    The outputs' sharding is stated, not left to JAX: it gives a zero-size output (MJX's
+    empty ``Data`` fields) a replicated sharding otherwise, which the next program, compiled
+    for its share of the seeds, refuses."""
+    if mesh is None:
+        return jax.jit(program, donate_argnums=donate_argnums)
+    split, whole_spec = P(SEED_AXIS), P()
+    specs = (split,) * seeded + (whole_spec,) * whole
+    program = jax.shard_map(program, mesh=mesh, in_specs=specs, out_specs=split)
+    return jax.jit(
+        program,
+        in_shardings=tuple(NamedSharding(mesh, spec) for spec in specs),
+        out_shardings=NamedSharding(mesh, split),
+        donate_argnums=donate_argnums,
+    )
 
 
 class RunInterrupted(KeyboardInterrupt):
