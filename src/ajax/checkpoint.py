@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,9 @@ class Checkpointer:
         next segment, which overwrites its buffers."""
         import orbax.checkpoint as ocp
 
-        leaves = [np.array(leaf) for leaf in jax.tree.leaves(state)]
+        # Orbax refuses arrays of zero size (MJX's empty Data fields); they hold nothing, and
+        # restore() takes them from the template.
+        leaves = [np.array(leaf) for leaf in jax.tree.leaves(state) if np.size(leaf)]
         meta = {"format": FORMAT, "ajax_version": __version__, "segments_done": segments_done}
         self._manager.save(
             segments_done,
@@ -149,7 +152,8 @@ class Checkpoint:
 
     def state(self, template: Any) -> Any:
         """The saved state, in the structure of ``template`` (a state or its shapes); refuses
-        one whose arrays do not fit it."""
+        one whose arrays do not fit it. Arrays of zero size, which were not saved, are made
+        from the template."""
         import orbax.checkpoint as ocp
 
         from ajax.result import fit_leaves
@@ -161,7 +165,18 @@ class Checkpoint:
             )
         finally:
             manager.close()
-        return fit_leaves(template, list(restored.state))
+        saved = iter(restored.state)
+        leaves = [
+            next(saved, None) if math.prod(want.shape) else np.zeros(want.shape, want.dtype)
+            for want in jax.tree.leaves(template)
+        ]
+        if any(leaf is None for leaf in leaves) or next(saved, None) is not None:
+            raise ValueError(
+                f"{len(restored.state)} arrays were saved, where this agent's state has "
+                f"{sum(1 for want in jax.tree.leaves(template) if math.prod(want.shape))} of "
+                "non-zero size"
+            )
+        return fit_leaves(template, leaves)
 
 
 def latest_checkpoint(path: str | Path) -> Checkpoint:
