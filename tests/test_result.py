@@ -83,13 +83,41 @@ def test_load_of_a_directory_without_a_result_fails_clearly(tmp_path):
         ajax.load(tmp_path)
 
 
-def test_a_run_on_an_unregistered_environment_is_refused_by_save(tmp_path):
-    upstream, _ = gymnax.make("CartPole-v1")
-    env = from_gymnax(upstream, env_id="MyCartPole")
+def test_a_run_on_an_environment_object_loads_with_an_environment_that_fits(tmp_path):
+    upstream, params = gymnax.make("CartPole-v1")
+    env = from_gymnax(upstream, params, env_id="MyCartPole")
     result = ajax.PPO(env_id=env, n_envs=2, n_steps=8, n_minibatches=2).train(n_timesteps=16)
-    with pytest.raises(ValueError, match="'MyCartPole' is not one"):
-        result.save(tmp_path / "mine")
-    assert not (tmp_path / "mine").exists()
+    saved = result.save(tmp_path / "mine")
+    with pytest.raises(
+        ValueError,
+        match=r"environment object \(gymnax\.environments\.classic_control\.cartpole\.CartPole, "
+        r"named 'MyCartPole'\).*ajax\.load\(.*env=\.\.\.\)",
+    ):
+        ajax.load(saved)
+    acrobot = from_gymnax(*gymnax.make("Acrobot-v1"))
+    with pytest.raises(
+        ValueError,
+        match=r"saved on gymnax\.environments\.classic_control\.cartpole\.CartPole: "
+        r"observation_space\.shape: saved \[4\], given \[6\];.*action_space\.n: saved 2, given 3",
+    ):
+        ajax.load(saved, env=acrobot)
+    with pytest.raises(TypeError, match="env must be an ajax Env"):
+        ajax.load(saved, env=upstream)
+    # The same environment built anew, as a user's next session would.
+    loaded = ajax.load(saved, env=from_gymnax(*gymnax.make("CartPole-v1")))
+    obs = np.random.default_rng(0).normal(size=(1, 4)).astype(np.float32)
+    np.testing.assert_array_equal(loaded.act(obs), result.act(obs))
+
+
+def test_a_box_whose_bounds_differ_is_refused(tmp_path):
+    upstream, params = gymnax.make("MountainCarContinuous-v0")
+    result = ajax.PPO(env_id=from_gymnax(upstream, params), n_envs=2, n_steps=8).train(
+        n_timesteps=16
+    )
+    saved = result.save(tmp_path / "mine")
+    faster = from_gymnax(upstream, params.replace(max_speed=0.1))
+    with pytest.raises(ValueError, match=r"observation_space\.(low|high): saved"):
+        ajax.load(saved, env=faster)
 
 
 def test_a_save_names_its_version_and_an_incompatible_one_is_refused_naming_both(
@@ -97,12 +125,12 @@ def test_a_save_names_its_version_and_an_incompatible_one_is_refused_naming_both
 ):
     saved = small_result.save(tmp_path / "saved")
     meta = json.loads((saved / "result.json").read_text())
-    assert meta["ajax_version"] == ajax.__version__ and meta["format"] == 2
+    assert meta["ajax_version"] == ajax.__version__ and meta["format"] == 3
 
-    newer = dict(meta, format=3, ajax_version="9.0.0")
+    newer = dict(meta, format=4, ajax_version="9.0.0")
     (saved / "result.json").write_text(json.dumps(newer))
     with pytest.raises(
-        ValueError, match=r"saved by Ajax 9\.0\.0 in result format 3.*reads formats 1, 2"
+        ValueError, match=r"saved by Ajax 9\.0\.0 in result format 4.*reads formats 1, 2, 3"
     ):
         ajax.load(saved)
 

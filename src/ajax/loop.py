@@ -46,11 +46,10 @@ from ajax.checkpoint import (
     latest_checkpoint,
 )
 from ajax.envs.core import SEED_AXIS
-from ajax.envs.registry import is_registered
 from ajax.evaluation import run_episodes
 from ajax.logging import LoggingConfig, LogWriter, run_directory
 from ajax.memory import available_bytes, check_fits, human
-from ajax.result import TrainResult
+from ajax.result import TrainResult, agent_from_config, env_class, env_spaces, environment_for
 from ajax.watchdog import CallInterrupted, Watchdog, call_watched, dump_stacks, hang_error
 
 Progress = Callable[[int, int, dict[str, float]], None]
@@ -615,6 +614,9 @@ def train(
     run_config = {
         "agent": agent.name,
         "env_id": agent.env_id,
+        "env_registered": agent.registered_env_id is not None,
+        "env_class": env_class(agent.env),
+        "env_spaces": env_spaces(agent.env),
         "env_params": agent.env_params,
         "n_envs": agent.n_envs,
         "hyperparameters": agent.hyperparameters(),
@@ -647,6 +649,7 @@ def resume(
     agent: Any | None = None,
     progress: Progress | None = None,
     watchdog: Watchdog | None = None,
+    env: Any | None = None,
 ) -> TrainResult:
     """Continue a run from its latest complete checkpoint, and return what ``train`` would
     have: the final state is the uninterrupted run's, bit for bit, and the run directory's
@@ -654,17 +657,18 @@ def resume(
 
     Args:
         path: the run directory, or the checkpoint directory (``CheckpointConfig.dir``).
-        agent: the agent, needed only for a run on an environment given as an ``Env``
-            rather than an id; it must be the checkpointed run's (name, environment, copies,
-            hyperparameters). By default the agent is rebuilt from the checkpoint.
+        agent: the agent, if given; it must be the checkpointed run's (name, environment,
+            copies, hyperparameters). By default the agent is rebuilt from the checkpoint.
         progress: as for :func:`train`.
         watchdog: as for :func:`train`.
+        env: the environment, needed only for a run on an environment object rather than a
+            registered id (as for :func:`ajax.load`); its spaces must be those of the run.
 
     Refuses a checkpoint written by another version of Ajax, or that does not fit ``agent``.
     """
-    from ajax.result import agent_from_config
-
     _check_watchdog(watchdog)
+    if agent is not None and env is not None:
+        raise ValueError("Pass resume() an agent or an env, not both: the agent has its env.")
     found = latest_checkpoint(path)
     meta = found.meta
     written_by = meta.get("ajax_version")
@@ -678,13 +682,8 @@ def resume(
         )
     config = meta["run_config"]
     if agent is None:
-        if not is_registered(config["env_id"]):
-            raise ValueError(
-                f"The checkpointed run trained on {config['env_id']}, not a registered id, so "
-                "its environment cannot be rebuilt: pass the run's agent, "
-                "ajax.resume(path, agent=...)."
-            )
-        agent = agent_from_config(config)
+        how = f"ajax.resume({str(path)!r}, env=...)"
+        agent = agent_from_config(config, environment_for(config, env, found.directory, how))
     mine = {
         "agent": agent.name,
         "env_id": agent.env_id,

@@ -16,15 +16,20 @@ import numpy as np
 from ajax._version import __version__
 from ajax._xla import compiler_options, unrolled_threefry
 from ajax.acting import reset_carry
-from ajax.envs.core import SEED_AXIS
+from ajax.envs.core import SEED_AXIS, Env
+from ajax.envs.gymnax_adapter import GymnaxAdapter
 from ajax.envs.registry import is_registered
+from ajax.envs.spaces import Box, Space
 
 _STATE_FILE = "state.msgpack"
 _META_FILE = "result.json"
-#: The layout ``save`` writes: 2 records the Ajax version that wrote it (1 did not).
-FORMAT = 2
+#: The layout ``save`` writes: 3 keys the state's arrays by their path in the state, so
+#: that any environment's state (MJX's ``Data``, Brax's ``State``, a user's dataclass) is
+#: saved, and records the environment's class and spaces; 2 recorded the Ajax version that
+#: wrote it (1 did not).
+FORMAT = 3
 #: The layouts ``load`` reads.
-READABLE_FORMATS = (1, 2)
+READABLE_FORMATS = (1, 2, 3)
 
 
 @dataclass
@@ -144,20 +149,19 @@ class TrainResult:
         return np.asarray(action), carry
 
     def save(self, path: str | Path) -> Path:
-        """Write the result to directory ``path``; ``ajax.load(path)`` reads it back."""
-        if not is_registered(self.agent.env.env_id):
-            raise ValueError(
-                f"Only runs on a registered environment id can be saved, and "
-                f"{self.agent.env_id!r} is not one: the id is how load() rebuilds the "
-                "environment. Train with env_id='<id>' (see `ajax list`)."
-            )
+        """Write the result to directory ``path``; ``ajax.load(path)`` reads it back (with
+        ``env=`` for a run on an environment object rather than a registered id). The files
+        are JSON and msgpack arrays: loading them runs no code."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         meta = {
             "format": FORMAT,
             "ajax_version": __version__,
             "agent": self.agent.name,
-            "env_id": self.agent.env.env_id,
+            "env_id": self.agent.env_id,
+            "env_registered": self.agent.registered_env_id is not None,
+            "env_class": env_class(self.agent.env),
+            "env_spaces": env_spaces(self.agent.env),
             "env_params": self.agent.env_params,
             "n_envs": self.agent.n_envs,
             "hyperparameters": self.agent.hyperparameters(),
@@ -169,26 +173,113 @@ class TrainResult:
             "log_dir": self.log_dir,
             "diverged": self.diverged,
         }
-        state = jax.device_get(self.state)
-        (path / _STATE_FILE).write_bytes(flax.serialization.to_bytes(state))
+        arrays = {
+            jax.tree_util.keystr(where): np.asarray(leaf)
+            for where, leaf in jax.tree_util.tree_leaves_with_path(jax.device_get(self.state))
+        }
+        (path / _STATE_FILE).write_bytes(flax.serialization.msgpack_serialize(arrays))
         (path / _META_FILE).write_text(json.dumps(meta, indent=2))
         return path
 
 
-def agent_from_config(config: dict[str, Any]) -> Any:
+def env_class(env: Env) -> str:
+    """The class an environment's code comes from, as ``module.name``: a gymnax-API
+    environment's own class rather than its adapter's."""
+    inner = env.unwrapped
+    source = inner.env if isinstance(inner, GymnaxAdapter) else inner
+    return f"{type(source).__module__}.{type(source).__qualname__}"
+
+
+def _space_json(space: Space) -> dict[str, Any]:
+    if isinstance(space, Box):
+        return {
+            "kind": "Box",
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+            "low": space.low.tolist(),
+            "high": space.high.tolist(),
+        }
+    return {
+        "kind": "Discrete",
+        "n": int(space.n),
+        "shape": list(space.shape),
+        "dtype": str(space.dtype),
+    }
+
+
+def env_spaces(env: Env) -> dict[str, dict[str, Any]]:
+    """An environment's observation and action spaces as JSON: kind, shape, dtype and
+    bounds (or count)."""
+    return {
+        "observation_space": _space_json(env.observation_space),
+        "action_space": _space_json(env.action_space),
+    }
+
+
+def check_env(env: Any, saved: dict[str, Any], where: Path) -> None:
+    """Refuses ``env`` where its spaces are not those of the environment a run in ``where``
+    was saved on (``saved``: the run's ``env_class`` and ``env_spaces``), naming each
+    difference."""
+    if not isinstance(env, Env):
+        raise TypeError(
+            f"env must be an ajax Env (ajax.envs.from_gymnax(...) for a gymnax-API one), "
+            f"got {type(env).__name__}."
+        )
+    given = _comparable(env_spaces(env))
+    differences = [
+        f"{space}.{field}: saved {saved['env_spaces'][space][field]!r}, given {value!r}"
+        for space, fields in given.items()
+        for field, value in fields.items()
+        if saved["env_spaces"][space].get(field) != value
+    ]
+    if differences:
+        raise ValueError(
+            f"The environment given does not fit the run in {where}, which was saved on "
+            f"{saved['env_class']}: {'; '.join(differences)}. Pass the environment it was "
+            "trained on."
+        )
+
+
+def _comparable(value: Any) -> Any:
+    """``value`` as it reads back from JSON."""
+    return json.loads(json.dumps(value))
+
+
+def agent_from_config(config: dict[str, Any], env: Env | None = None) -> Any:
     """The agent a saved run config (``agent``, ``env_id``, ``env_params``, ``n_envs``,
-    ``hyperparameters``, as JSON) describes."""
+    ``hyperparameters``, as JSON) describes, on ``env`` where given (the environment object
+    a run that was not on a registered id trained on), else on the id."""
     from ajax.agents import AGENTS
 
     hyperparameters = {
         k: tuple(v) if isinstance(v, list) else v for k, v in config["hyperparameters"].items()
     }
     return AGENTS[config["agent"]](
-        env_id=config["env_id"],
+        env_id=config["env_id"] if env is None else env,
         n_envs=config["n_envs"],
-        env_params=config["env_params"],
+        env_params=config["env_params"] if env is None else None,
         **hyperparameters,
     )
+
+
+def environment_for(config: dict[str, Any], env: Env | None, where: Path, how: str) -> Env | None:
+    """The environment object to rebuild a saved run's agent on: ``env``, checked against the
+    spaces saved in ``config`` where they were, or None to rebuild it from its registered id.
+    A run on an environment object without ``env`` is refused, saying ``how`` to pass one."""
+    if env is None:
+        # Saves and checkpoints of earlier versions lack the flag: only registered ids could
+        # be saved then.
+        if not config.get("env_registered", is_registered(config["env_id"])):
+            raise ValueError(
+                f"The run in {where} trained on an environment object "
+                f"({config.get('env_class', 'of a class not recorded')}, named "
+                f"{config['env_id']!r}), not a registered id, so it cannot be rebuilt from "
+                f"its id: pass that environment, {how}."
+            )
+        return None
+    if "env_spaces" in config:
+        check_env(env, config, where)
+    return env
 
 
 def fit_leaves(template: Any, leaves: list[Any]) -> Any:
@@ -209,8 +300,11 @@ def fit_leaves(template: Any, leaves: list[Any]) -> Any:
     return jax.tree.unflatten(jax.tree.structure(template), leaves)
 
 
-def load(path: str | Path) -> TrainResult:
-    """Read a result written by ``TrainResult.save``; it acts and evaluates as the original."""
+def load(path: str | Path, env: Env | None = None) -> TrainResult:
+    """Read a result written by ``TrainResult.save``; it acts and evaluates as the original.
+
+    A run on a registered id rebuilds its environment from the id. A run on an environment
+    object needs that environment as ``env``, whose spaces must be those saved."""
     path = Path(path)
     meta_file = path / _META_FILE
     if not meta_file.exists():
@@ -224,15 +318,14 @@ def load(path: str | Path) -> TrainResult:
             f"this Ajax ({__version__}) reads formats {readable}. Load it with Ajax "
             f"{written_by}, or save it again from a run of this version."
         )
+    env = environment_for(meta, env, path, f"ajax.load({str(path)!r}, env=...)")
     try:
-        agent = agent_from_config(meta)
-        env = agent.env_copies(agent.n_envs)
+        agent = agent_from_config(meta, env)
+        copies = agent.env_copies(agent.n_envs)
         keys = jax.ShapeDtypeStruct((len(meta["seeds"]), 2), jnp.uint32)
-        template = jax.eval_shape(jax.vmap(lambda k: agent.init(k, env, 1)), keys)
+        template = jax.eval_shape(jax.vmap(lambda k: agent.init(k, copies, 1)), keys)
         template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
-        state = flax.serialization.from_bytes(template, (path / _STATE_FILE).read_bytes())
-        # from_bytes fills the template's structure without checking the arrays' shapes.
-        state = fit_leaves(template, jax.tree.leaves(state))
+        state = _read_state(path / _STATE_FILE, template, meta["format"])
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(
             f"{path} was saved by Ajax {written_by} and does not fit this Ajax "
@@ -249,6 +342,27 @@ def load(path: str | Path) -> TrainResult:
         log_dir=meta["log_dir"],
         diverged=meta.get("diverged", []),
     )
+
+
+def _read_state(file: Path, template: Any, format: int) -> Any:
+    """The state saved in ``file``, in the structure of ``template``: by each array's path
+    (format 3), or by Flax's state dict (formats 1 and 2). Raises ValueError naming the
+    first array missing, left over, or of another shape or dtype."""
+    if format < 3:
+        # from_bytes fills the template's structure without checking the arrays' shapes.
+        state = flax.serialization.from_bytes(template, file.read_bytes())
+        return fit_leaves(template, jax.tree.leaves(state))
+    arrays = flax.serialization.msgpack_restore(file.read_bytes())
+    wanted = [
+        jax.tree_util.keystr(where) for where, _ in jax.tree_util.tree_leaves_with_path(template)
+    ]
+    missing = [name for name in wanted if name not in arrays]
+    if missing:
+        raise ValueError(f"the saved state has no {missing[0]}, which this agent's state has")
+    extra = sorted(set(arrays) - set(wanted))
+    if extra:
+        raise ValueError(f"the saved state has {extra[0]}, which this agent's state has not")
+    return fit_leaves(template, [arrays[name] for name in wanted])
 
 
 def evaluate(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.ndarray:

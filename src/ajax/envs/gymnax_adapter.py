@@ -134,8 +134,8 @@ def from_gymnax(env: Any, env_params: Any = None, env_id: str | None = None) -> 
     ``env_params`` (its ``EnvParams``; ``env.default_params`` when None).
 
     Use it wherever an id goes: ``PPO(env_id=from_gymnax(MyEnv()))``. ``env_id`` names it in
-    logs; a run on it can be trained, evaluated and logged, but not saved and reloaded, since
-    only registered ids can be rebuilt from a saved result.
+    logs. A run on it is saved like any other; ``ajax.load(path, env=...)`` takes the
+    environment again, since a saved result holds no code.
     """
     missing = [name for name in _GYMNAX_API if not hasattr(env, name)]
     if missing:
