@@ -2,6 +2,7 @@
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -79,20 +80,74 @@ def test_interrupted_run_keeps_every_row_it_produced(tiny_agent, tmp_path):
 
 
 def test_tensorboard_and_wandb_offline_sinks(tiny_agent, tmp_path, monkeypatch):
+    """The W&B run takes its mode from WANDB_MODE where the config leaves it unset."""
     monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_MODE", "offline")
     config = LoggingConfig(
-        log_frequency=64,
-        log_dir=tmp_path,
-        run_name="sinks",
-        tensorboard=True,
-        wandb=True,
-        wandb_mode="offline",
+        log_frequency=64, log_dir=tmp_path, run_name="sinks", tensorboard=True, wandb=True
     )
     tiny_agent.train(seed=[0, 1], n_timesteps=128, logging_config=config)
     scalars = read_scalars(tmp_path / "sinks" / "tensorboard" / "seed_1")
     assert [step for step, _ in scalars["episode_return"]] == [64, 128]
     wandb_runs = list((tmp_path / "sinks" / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(wandb_runs) == 1 and wandb_runs[0].stat().st_size > 0
+
+
+@pytest.fixture
+def no_wandb_login(tmp_path, monkeypatch):
+    """A machine where W&B finds no API key: none in the environment, .netrc or settings."""
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "netrc").write_text("")
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+
+
+class Compiled(Exception):
+    pass
+
+
+def test_an_online_wandb_run_without_a_login_is_refused_before_anything_compiles(
+    tiny_agent, tmp_path, monkeypatch, no_wandb_login
+):
+    from ajax import loop
+
+    def compiling(*args):
+        raise Compiled
+
+    monkeypatch.setattr(loop, "lower_run", compiling)
+    config = LoggingConfig(log_frequency=64, log_dir=tmp_path / "runs", wandb=True)
+    with pytest.raises(ValueError, match=r"no API key.*`wandb login`.*wandb_mode='offline'"):
+        tiny_agent.train(n_timesteps=128, logging_config=config)
+    assert not (tmp_path / "runs").exists()
+    # Offline, by the config or by WANDB_MODE, needs no login: the run goes on to compile.
+    with pytest.raises(Compiled):
+        tiny_agent.train(n_timesteps=128, logging_config=replace(config, wandb_mode="offline"))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    with pytest.raises(Compiled):
+        tiny_agent.train(n_timesteps=128, logging_config=config)
+    monkeypatch.setenv("WANDB_MODE", "shared-typo")
+    with pytest.raises(ValueError, match=r"WANDB_MODE='shared-typo' is not a mode"):
+        tiny_agent.train(n_timesteps=128, logging_config=config)
+
+
+def test_the_command_line_refuses_an_online_wandb_run_without_a_login_in_one_line(
+    tmp_path, monkeypatch, capsys, no_wandb_login
+):
+    from ajax import loop
+    from ajax.cli import main
+
+    def compiling(*args):
+        raise Compiled
+
+    monkeypatch.setattr(loop, "lower_run", compiling)
+    base = ["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "512"]
+    base += ["--log-dir", str(tmp_path / "runs"), "--wandb"]
+    assert main(base) == 2
+    out = capsys.readouterr().out
+    assert "no API key" in out and "--wandb-mode offline" in out and len(out.splitlines()) == 1
+    with pytest.raises(Compiled):
+        main([*base, "--wandb-mode", "offline"])
 
 
 def test_an_unwritable_log_dir_fails_before_anything_compiles(tmp_path, monkeypatch):

@@ -33,6 +33,8 @@ def _add_hyperparameter_flags(parser: argparse.ArgumentParser, config_type: type
 
 
 def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
+    from ajax.logging.config import WANDB_MODES
+
     parser = argparse.ArgumentParser(
         prog="ajax train",
         description="Train an agent over several seeds in one compiled program.",
@@ -60,6 +62,13 @@ def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
     parser.add_argument("--num-episode-test", type=int, default=10, help="episodes per evaluation")
     parser.add_argument("--tensorboard", action="store_true", help="also write TensorBoard files")
     parser.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
+    parser.add_argument(
+        "--wandb-mode",
+        choices=WANDB_MODES,
+        default=None,
+        help="the W&B run's mode with --wandb (default: WANDB_MODE, else online); offline "
+        "writes it under the run directory, for `wandb sync` later",
+    )
     parser.add_argument(
         "--hang-floor-s",
         type=float,
@@ -134,6 +143,7 @@ def _train(argv: Sequence[str]) -> int:
         resume,
     )
     from ajax.checkpoint import latest_checkpoint
+    from ajax.logging.sinks import wandb_mode
     from ajax.plotting import plot_learning_curve
 
     name = next((a for a in argv if not a.startswith("-")), None)
@@ -168,7 +178,10 @@ def _train(argv: Sequence[str]) -> int:
                 run_name=args.run_name,
                 tensorboard=args.tensorboard,
                 wandb=args.wandb,
+                wandb_mode=args.wandb_mode,
             )
+            if args.wandb:
+                wandb_mode(logging_config)  # before the progress bar: train() checks it too
             checkpoint = None
             if args.checkpoint_every is not None:
                 checkpoint = CheckpointConfig(
@@ -191,7 +204,7 @@ def _train(argv: Sequence[str]) -> int:
                 )
 
     except (ValueError, FileNotFoundError) as error:
-        console.print(f"[red]{error}[/red]")
+        console.print(f"[red]{error}[/red]", soft_wrap=True)
         return 2
 
     columns = (
@@ -226,7 +239,7 @@ def _train(argv: Sequence[str]) -> int:
         try:
             result = run(progress)
         except (ValueError, RunHungError) as error:
-            console.print(f"[red]{error}[/red]")
+            console.print(f"[red]{error}[/red]", soft_wrap=True)
             return 2
         except RunInterrupted as interrupted:
             console.print(f"[yellow]{interrupted}[/yellow]")

@@ -48,6 +48,7 @@ from ajax.checkpoint import (
 from ajax.envs.core import SEED_AXIS
 from ajax.evaluation import run_episodes
 from ajax.logging import LoggingConfig, LogWriter, run_directory
+from ajax.logging.sinks import wandb_mode
 from ajax.memory import available_bytes, check_fits, human
 from ajax.result import TrainResult, agent_from_config, env_class, env_spaces, environment_for
 from ajax.watchdog import CallInterrupted, Watchdog, call_watched, dump_stacks, hang_error
@@ -608,6 +609,7 @@ def train(
             "and CheckpointConfig.every counts them."
         )
     plan = plan_run(agent, n_timesteps, logging_config)
+    _check_wandb(logging_config)
     directory = None
     if logging_config is not None:
         directory = run_directory(logging_config, f"{agent.name}_{agent.env_id.replace('/', '-')}")
@@ -632,6 +634,13 @@ def train(
         run_config["checkpoint"] = {"every": checkpoint.every, "keep": checkpoint.keep}
         run_config["checkpoint"]["dir"] = str(checkpoint_dir)
     return _run(agent, plan, _comparable(run_config), progress, watchdog, None)
+
+
+def _check_wandb(logging_config: LoggingConfig | None) -> None:
+    """Refuses, before anything compiles, a W&B run that could not start (see
+    :func:`ajax.logging.sinks.wandb_mode`)."""
+    if logging_config is not None and logging_config.wandb:
+        wandb_mode(logging_config)
 
 
 def _check_watchdog(watchdog: Any) -> None:
@@ -699,7 +708,9 @@ def resume(
             "with its own agent, or leave agent out to rebuild it from the checkpoint."
         )
     config = config | {"checkpoint": config["checkpoint"] | {"dir": str(found.directory)}}
-    plan = plan_run(agent, config["n_timesteps"], LoggingConfig(**config["logging"]))
+    logging_config = LoggingConfig(**config["logging"])
+    plan = plan_run(agent, config["n_timesteps"], logging_config)
+    _check_wandb(logging_config)
     return _run(agent, plan, config, progress, watchdog, found)
 
 

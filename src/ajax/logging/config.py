@@ -6,6 +6,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+#: The modes of a Weights & Biases run.
+WANDB_MODES = ("online", "offline", "disabled")
+
 
 @dataclass(frozen=True)
 class LoggingConfig:
@@ -15,7 +18,10 @@ class LoggingConfig:
     ``train``) on copies of the environment kept apart from training. Rows go to
     ``log_dir/run_name/``: ``metrics.csv`` and ``metrics.jsonl`` by default, TensorBoard event
     files with ``tensorboard=True``, a Weights & Biases run with ``wandb=True`` (install the
-    ``wandb`` extra; ``wandb_mode="offline"`` needs no network).
+    ``wandb`` extra). ``wandb_mode`` is ``"online"``, ``"offline"`` (written under the run
+    directory, for ``wandb sync`` later; needs no login or network) or ``"disabled"``; None
+    takes the ``WANDB_MODE`` environment variable, or online where it is unset. An online
+    run without a W&B login is refused before anything compiles.
     """
 
     log_frequency: int
@@ -26,7 +32,7 @@ class LoggingConfig:
     tensorboard: bool = False
     wandb: bool = False
     wandb_project: str = "ajax"
-    wandb_mode: str = "online"
+    wandb_mode: str | None = None
 
     def __post_init__(self) -> None:
         f = self.log_frequency
@@ -40,7 +46,8 @@ class LoggingConfig:
                 f"run_name {self.run_name!r} must be a plain directory name "
                 "(letters, digits and . _ = + -)."
             )
-        if self.wandb_mode not in {"online", "offline", "disabled"}:
+        if self.wandb_mode not in {None, *WANDB_MODES}:
             raise ValueError(
-                f"wandb_mode must be 'online', 'offline' or 'disabled', got {self.wandb_mode!r}."
+                f"wandb_mode must be 'online', 'offline', 'disabled' or None (WANDB_MODE, else "
+                f"online), got {self.wandb_mode!r}."
             )

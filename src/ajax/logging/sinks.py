@@ -6,8 +6,11 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
+
+from ajax.logging.config import WANDB_MODES, LoggingConfig
 
 Row = dict[str, Any]
 
@@ -88,16 +91,45 @@ class TensorBoardSink(Sink):
             writer.close()
 
 
+def _import_wandb() -> Any:
+    try:
+        import wandb
+    except ImportError as error:
+        raise ImportError(
+            "LoggingConfig(wandb=True) needs Weights & Biases: pip install 'ajax-rl[wandb]'."
+        ) from error
+    return wandb
+
+
+def wandb_mode(config: LoggingConfig) -> str:
+    """The mode ``config``'s W&B run runs in: its ``wandb_mode``, else ``WANDB_MODE``, else
+    online. Refuses an online run without W&B credentials, which ``wandb.init`` would fail
+    on (or prompt for) once the run had compiled."""
+    mode = config.wandb_mode or os.environ.get("WANDB_MODE") or "online"
+    if mode not in WANDB_MODES:
+        raise ValueError(
+            f"WANDB_MODE={mode!r} is not a mode Ajax runs W&B in: set it to online, offline or "
+            "disabled, or give LoggingConfig(wandb_mode=...) (ajax train --wandb-mode)."
+        )
+    wandb = _import_wandb()
+    # login(prompt=False) reads the key W&B would use (WANDB_API_KEY, its settings, .netrc)
+    # without asking for one or contacting the server.
+    if mode == "online" and wandb.run is None and not wandb.login(prompt=False, verify=False):
+        raise ValueError(
+            "Weights & Biases has no API key on this machine, so an online run cannot start: "
+            "run `wandb login` (or set WANDB_API_KEY), or log offline with "
+            "LoggingConfig(wandb_mode='offline') / ajax train --wandb-mode offline / "
+            "WANDB_MODE=offline, and `wandb sync` the run directory later."
+        )
+    return mode
+
+
 class WandbSink(Sink):
-    """One Weights & Biases run for the whole batch of seeds; keys are ``seed_<s>/<metric>``."""
+    """One Weights & Biases run for the whole batch of seeds; keys are ``seed_<s>/<metric>``.
+    An offline run is written under the run directory's ``wandb/``."""
 
     def __init__(self, directory: Path, project: str, mode: str, name: str, config: dict):
-        try:
-            import wandb
-        except ImportError as error:
-            raise ImportError(
-                "LoggingConfig(wandb=True) needs Weights & Biases: pip install 'ajax-rl[wandb]'."
-            ) from error
+        wandb = _import_wandb()
         self._run = wandb.init(
             project=project, mode=mode, name=name, dir=str(directory), config=config, reinit=True
         )

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from ajax.logging.config import LoggingConfig
-from ajax.logging.sinks import CSVSink, JSONLinesSink, Row, Sink, TensorBoardSink, WandbSink
+from ajax.logging.sinks import (
+    CSVSink,
+    JSONLinesSink,
+    Row,
+    Sink,
+    TensorBoardSink,
+    WandbSink,
+    wandb_mode,
+)
 
 _STOP = object()
 
@@ -46,7 +54,7 @@ def make_sinks(
     if config.wandb:
         sinks.append(
             WandbSink(
-                directory, config.wandb_project, config.wandb_mode, directory.name, run_config
+                directory, config.wandb_project, wandb_mode(config), directory.name, run_config
             )
         )
     return sinks
