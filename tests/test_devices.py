@@ -70,6 +70,35 @@ def test_import_makes_the_cpu_devices_asked_for_and_leaves_a_users_choice():
     assert devices_after_import(before, AJAX_CPU_DEVICES="3") == {"n": 1}
 
 
+@pytest.mark.slow  # two fresh processes, each compiling a run
+@pytest.mark.parametrize("gymnax_first", [False, True])
+def test_a_run_after_jax_started_warns_once_that_its_seeds_share_one_device(gymnax_first):
+    """gymnax runs a JAX operation as it is imported, so imported before ajax it leaves JAX
+    one CPU device; a run of several seeds then says so, once, with the fix."""
+    before = "import gymnax" if gymnax_first else ""
+    code = (
+        f"{before}\nimport json, warnings, jax, ajax\nwarnings.simplefilter('default')\n"
+        "agent = ajax.PPO(env_id='CartPole-v1', n_envs=2, n_steps=8, n_minibatches=2)\n"
+        "for _ in range(2):\n    agent.train(seed=[0, 1, 2, 3], n_timesteps=16)\n"
+        "agent.train(seed=0, n_timesteps=16)\n"
+        "print(json.dumps({'n': len(jax.devices())}))"
+    )
+    environment = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "AJAX_NO_COMPILE_CACHE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=environment | {"AJAX_CPU_DEVICES": "2"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    devices = json.loads(proc.stdout.strip().splitlines()[-1])["n"]
+    warned = proc.stderr.count("on one CPU device, not 2")
+    assert (devices, warned) == ((1, 1) if gymnax_first else (2, 0)), proc.stderr
+    if gymnax_first:
+        assert "Import ajax before anything that uses JAX" in proc.stderr
+
+
 @pytest.fixture(scope="module")
 def sharded_and_not(tmp_path_factory):
     """PPO over three seeds split over the two devices (two places each, the last a copy of

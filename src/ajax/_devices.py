@@ -12,7 +12,9 @@ for one CPU device per core the process may use, unless
 * the user chose already (``jax_num_cpu_devices``, or ``--xla_force_host_platform_device_count``
   in ``XLA_FLAGS``);
 * JAX has started its backends, after which the count cannot change (import ajax before
-  running any JAX operation to get it).
+  running any JAX operation to get it). Some libraries run one as they are imported
+  (gymnax does), so ``import gymnax, ajax`` leaves one device; a run of several seeds
+  that finds one CPU device where more were asked for warns once, naming the fix.
 
 JAX places arrays and programs on the first device unless told otherwise, so other code
 in the process runs as before; ``jax.devices()`` lists the extra devices, and code that
@@ -28,6 +30,7 @@ several GPUs the same way.
 from __future__ import annotations
 
 import os
+import warnings
 
 import jax
 from jax.sharding import Mesh
@@ -68,12 +71,35 @@ def configure() -> int | None:
     from jax._src import xla_bridge
 
     count = requested_cpu_devices()
-    flags = os.environ.get("XLA_FLAGS", "")
-    chosen = jax.config.jax_num_cpu_devices >= 0 or _XLA_DEVICE_COUNT_FLAG in flags
-    if chosen or xla_bridge.backends_are_initialized():
+    if _user_chose() or xla_bridge.backends_are_initialized():
         return None
     jax.config.update("jax_num_cpu_devices", count)
     return count
+
+
+def _user_chose() -> bool:
+    """Whether the user set JAX's CPU device count themselves."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    return jax.config.jax_num_cpu_devices >= 0 or _XLA_DEVICE_COUNT_FLAG in flags
+
+
+def _warn_if_unsplit(n_seeds: int, n_devices: int) -> None:
+    """Warns (once per process, by Python's default filter) where a run of several seeds
+    finds one CPU device although more were asked for: JAX started before ``import ajax``,
+    and the seeds then share one core."""
+    if n_seeds == 1 or n_devices > 1 or jax.default_backend() != "cpu" or _user_chose():
+        return
+    wanted = requested_cpu_devices()
+    if wanted > 1:
+        warnings.warn(
+            f"Ajax runs these {n_seeds} seeds on one CPU device, not {wanted}: JAX had already "
+            "run an operation when ajax was imported (some libraries do as they are imported, "
+            "gymnax among them), so the CPU could no longer be split into one device per "
+            "core. Import ajax before anything that uses JAX, or set "
+            f"jax.config.update('jax_num_cpu_devices', {wanted}) before any JAX operation; "
+            f"{CPU_DEVICES_ENV}=1 keeps one device and silences this.",
+            stacklevel=3,
+        )
 
 
 def seed_split(n_seeds: int, n_devices: int) -> tuple[int, int]:
@@ -88,5 +114,6 @@ def seed_mesh(n_seeds: int) -> tuple[Mesh | None, int]:
     """The devices a run of ``n_seeds`` seeds shards them over (a one-axis mesh named
     ``SEED_AXIS``; None where one device runs them all), and the seeds each device runs."""
     devices = jax.local_devices()
+    _warn_if_unsplit(n_seeds, len(devices))
     used, share = seed_split(n_seeds, len(devices))
     return (Mesh(devices[:used], (SEED_AXIS,)) if used > 1 else None), share
