@@ -28,6 +28,7 @@ import jax
 import numpy as np
 
 from ajax._version import __version__
+from ajax.serialization import fit_leaves
 
 #: The layout of a checkpoint: its ``meta`` item, and the state's. 2: the on-policy agents'
 #: optimiser state follows the fit's layout of the parameters (``ajax.minibatches``), so a
@@ -155,8 +156,6 @@ class Checkpoint:
         one whose arrays do not fit it. Arrays of zero size, which were not saved, are made
         from the template."""
         import orbax.checkpoint as ocp
-
-        from ajax.result import fit_leaves
 
         manager = _manager(self.directory)
         try:

@@ -36,6 +36,7 @@ from ajax import _program_cache
 from ajax._devices import seed_mesh
 from ajax._version import __version__
 from ajax._xla import compiler_options, unrolled_threefry, weight_gradients_for
+from ajax.agent_registry import agent_from_config
 from ajax.buffers import EpisodeStore, ReplayBuffer
 from ajax.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ajax.checkpoint import (
@@ -50,7 +51,7 @@ from ajax.evaluation import run_episodes
 from ajax.logging import LoggingConfig, LogWriter, run_directory
 from ajax.logging.sinks import wandb_mode
 from ajax.memory import available_bytes, check_fits, human
-from ajax.result import TrainResult, agent_from_config, env_class, env_spaces, environment_for
+from ajax.result import TrainResult, env_class, env_spaces, environment_for
 from ajax.watchdog import CallInterrupted, Watchdog, call_watched, dump_stacks, hang_error
 
 Progress = Callable[[int, int, dict[str, float]], None]

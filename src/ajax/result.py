@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import flax.serialization
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,10 +15,12 @@ import numpy as np
 from ajax._version import __version__
 from ajax._xla import compiler_options, unrolled_threefry
 from ajax.acting import reset_carry
+from ajax.agent_registry import agent_from_config
 from ajax.envs.core import SEED_AXIS, Env
 from ajax.envs.gymnax_adapter import GymnaxAdapter
 from ajax.envs.registry import is_registered
 from ajax.envs.spaces import Box, Space
+from ajax.serialization import read_state, state_bytes
 
 _STATE_FILE = "state.msgpack"
 _META_FILE = "result.json"
@@ -173,11 +174,7 @@ class TrainResult:
             "log_dir": self.log_dir,
             "diverged": self.diverged,
         }
-        arrays = {
-            jax.tree_util.keystr(where): np.asarray(leaf)
-            for where, leaf in jax.tree_util.tree_leaves_with_path(jax.device_get(self.state))
-        }
-        (path / _STATE_FILE).write_bytes(flax.serialization.msgpack_serialize(arrays))
+        (path / _STATE_FILE).write_bytes(state_bytes(self.state))
         (path / _META_FILE).write_text(json.dumps(meta, indent=2))
         return path
 
@@ -245,23 +242,6 @@ def _comparable(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def agent_from_config(config: dict[str, Any], env: Env | None = None) -> Any:
-    """The agent a saved run config (``agent``, ``env_id``, ``env_params``, ``n_envs``,
-    ``hyperparameters``, as JSON) describes, on ``env`` where given (the environment object
-    a run that was not on a registered id trained on), else on the id."""
-    from ajax.agents import AGENTS
-
-    hyperparameters = {
-        k: tuple(v) if isinstance(v, list) else v for k, v in config["hyperparameters"].items()
-    }
-    return AGENTS[config["agent"]](
-        env_id=config["env_id"] if env is None else env,
-        n_envs=config["n_envs"],
-        env_params=config["env_params"] if env is None else None,
-        **hyperparameters,
-    )
-
-
 def environment_for(config: dict[str, Any], env: Env | None, where: Path, how: str) -> Env | None:
     """The environment object to rebuild a saved run's agent on: ``env``, checked against the
     spaces saved in ``config`` where they were, or None to rebuild it from its registered id.
@@ -280,24 +260,6 @@ def environment_for(config: dict[str, Any], env: Env | None, where: Path, how: s
     if "env_spaces" in config:
         check_env(env, config, where)
     return env
-
-
-def fit_leaves(template: Any, leaves: list[Any]) -> Any:
-    """``leaves`` (saved arrays) in the structure of ``template``; raises ValueError naming
-    the first array whose shape or dtype differs from the template's, or a count that
-    does."""
-    paths = jax.tree_util.tree_leaves_with_path(template)
-    if len(paths) != len(leaves):
-        raise ValueError(
-            f"{len(leaves)} arrays were saved, where this agent's state has {len(paths)}"
-        )
-    for (where, want), got in zip(paths, leaves, strict=True):
-        if np.shape(got) != want.shape or np.asarray(got).dtype != want.dtype:
-            raise ValueError(
-                f"the saved {jax.tree_util.keystr(where)} is {np.asarray(got).dtype}"
-                f"{list(np.shape(got))}, where this agent's is {want.dtype}{list(want.shape)}"
-            )
-    return jax.tree.unflatten(jax.tree.structure(template), leaves)
 
 
 def load(path: str | Path, env: Env | None = None) -> TrainResult:
@@ -325,7 +287,7 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
         keys = jax.ShapeDtypeStruct((len(meta["seeds"]), 2), jnp.uint32)
         template = jax.eval_shape(jax.vmap(lambda k: agent.init(k, copies, 1)), keys)
         template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
-        state = _read_state(path / _STATE_FILE, template, meta["format"])
+        state = read_state(path / _STATE_FILE, template, meta["format"])
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(
             f"{path} was saved by Ajax {written_by} and does not fit this Ajax "
@@ -342,27 +304,6 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
         log_dir=meta["log_dir"],
         diverged=meta.get("diverged", []),
     )
-
-
-def _read_state(file: Path, template: Any, format: int) -> Any:
-    """The state saved in ``file``, in the structure of ``template``: by each array's path
-    (format 3), or by Flax's state dict (formats 1 and 2). Raises ValueError naming the
-    first array missing, left over, or of another shape or dtype."""
-    if format < 3:
-        # from_bytes fills the template's structure without checking the arrays' shapes.
-        state = flax.serialization.from_bytes(template, file.read_bytes())
-        return fit_leaves(template, jax.tree.leaves(state))
-    arrays = flax.serialization.msgpack_restore(file.read_bytes())
-    wanted = [
-        jax.tree_util.keystr(where) for where, _ in jax.tree_util.tree_leaves_with_path(template)
-    ]
-    missing = [name for name in wanted if name not in arrays]
-    if missing:
-        raise ValueError(f"the saved state has no {missing[0]}, which this agent's state has")
-    extra = sorted(set(arrays) - set(wanted))
-    if extra:
-        raise ValueError(f"the saved state has {extra[0]}, which this agent's state has not")
-    return fit_leaves(template, [arrays[name] for name in wanted])
 
 
 def evaluate(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.ndarray:

@@ -1,5 +1,6 @@
 """The agents, by name."""
 
+from ajax.agent_registry import AGENTS, register
 from ajax.agents.apg import APG
 from ajax.agents.apo import APO
 from ajax.agents.asac import ASAC
@@ -13,9 +14,8 @@ from ajax.agents.sac import SAC
 from ajax.agents.td3 import TD3
 from ajax.agents.udrl import UDRL
 
-AGENTS: dict[str, type[Agent]] = {
-    cls.__name__: cls for cls in (PPO, DQN, PQN, SAC, TD3, REDQ, APO, APG, UDRL, ASAC, AVG)
-}
+for cls in (PPO, DQN, PQN, SAC, TD3, REDQ, APO, APG, UDRL, ASAC, AVG):
+    register(cls)
 
 __all__ = [
     "AGENTS",
