@@ -9,7 +9,7 @@ steps/s and compile time.
 
     JAX_PLATFORMS=cpu python benchmarks/ab.py REV_A REV_B [--agents PPO DQN] [--rounds 4]
         [--log-frequency 2000] [--n-timesteps 20000] [--set learning_starts=10_000]
-        [--process-per-agent] [--out benchmarks/ab.jsonl]
+        [--seeds 8] [--process-per-agent] [--out benchmarks/ab.jsonl]
 
 By default one process runs every agent of a trial, so only the first agent's compile pays
 what a fresh process pays once (JAX's first lowering, the eager operations' programs);
@@ -71,12 +71,14 @@ def main() -> None:
     )
     parser.add_argument("--n-timesteps", type=int, default=None, help="passed on to agent_bench.py")
     parser.add_argument("--set", nargs="+", default=[], help="passed on to agent_bench.py")
+    parser.add_argument("--seeds", type=int, default=None, help="passed on to agent_bench.py")
     parser.add_argument("--process-per-agent", action="store_true")
     args = parser.parse_args()
     groups = [[a] for a in args.agents] if args.process_per_agent else [args.agents]
     extra = [] if args.log_frequency is None else ["--log-frequency", str(args.log_frequency)]
     extra += [] if args.n_timesteps is None else ["--n-timesteps", str(args.n_timesteps)]
     extra += ["--set", *args.set] if args.set else []
+    extra += [] if args.seeds is None else ["--seeds", str(args.seeds)]
     with tempfile.TemporaryDirectory() as tmp:
         trees = {rev: worktree(rev, Path(tmp)) for rev in (args.rev_a, args.rev_b)}
         figures: dict[str, dict[str, list[dict]]] = {rev: {} for rev in trees}
@@ -108,7 +110,7 @@ def main() -> None:
         summary = {"agent": agent, "a": args.rev_a, "b": args.rev_b, "rounds": args.rounds}
         summary["log_frequency"] = args.log_frequency
         summary["process_per_agent"] = args.process_per_agent
-        summary |= {"n_timesteps": args.n_timesteps, "set": args.set}
+        summary |= {"n_timesteps": args.n_timesteps, "set": args.set, "seeds": args.seeds}
         summary |= {f"a_{m}": a[m] for m in METRICS} | {f"b_{m}": b[m] for m in METRICS}
         summary |= {f"change_{m}": b[m] / a[m] - 1 for m in METRICS}
         emit(summary, args.out)
