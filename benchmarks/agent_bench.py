@@ -39,7 +39,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
@@ -48,8 +48,11 @@ import jax
 import numpy as np
 
 import ajax
-from ajax import loop
 from ajax.agents.base import Agent
+
+if TYPE_CHECKING:
+    from ajax.run.lowering import RunPrograms
+    from ajax.run.plan import RunPlan
 
 HERE = Path(__file__).resolve().parent
 BASELINE = HERE / "baseline.jsonl"
@@ -101,15 +104,20 @@ def goal_parser(doc: str) -> argparse.ArgumentParser:
     return parser
 
 
-def lower_goal_run(agent_name: str, agent: Agent, n_seeds: int) -> tuple[loop.RunPlan, Any]:
+def lower_goal_run(agent_name: str, agent: Agent, n_seeds: int) -> tuple[RunPlan, Any]:
     """``agent``'s run at ``agent_name``'s goal budget over seeds ``0..n_seeds-1``, planned
     and lowered as ``train`` lowers it without logging: the plan and the run's programs."""
-    plan = loop.plan_run(agent, GOAL_BUDGETS[agent_name], None)
-    return plan, loop.lower_run(agent, list(range(n_seeds)), plan, 1, False, False)
+    # Imported here, so that ab.py can time commits from before the run package with this
+    # script: only the goals need it.
+    from ajax.run.lowering import lower_run
+    from ajax.run.plan import plan_run
+
+    plan = plan_run(agent, GOAL_BUDGETS[agent_name], None)
+    return plan, lower_run(agent, list(range(n_seeds)), plan, 1, evaluate=False)
 
 
 def timed_segment_call(
-    init: Any, segment: Any, programs: loop.RunPrograms, n_iterations: int
+    init: Any, segment: Any, programs: RunPrograms, n_iterations: int
 ) -> tuple[float, Any]:
     """One call of a compiled ``segment`` over ``n_iterations`` from a freshly initialised
     state (``init`` compiled, ``programs`` the run's): its seconds, the initialisation

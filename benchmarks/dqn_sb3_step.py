@@ -90,7 +90,8 @@ def ajax_side(path: Path) -> dict[str, np.ndarray]:
     import jax
 
     from ajax import DQN
-    from ajax.loop import init_program, seed_array
+    from ajax.run.plan import seed_array
+    from ajax.run.program import init_program
 
     agent = DQN(env_id="CartPole-v1", double_dqn=False, n_step=1, anneal_lr=False)
     c = agent.config

@@ -30,33 +30,36 @@ import ajax
 from ajax import loop
 from ajax._xla import compiler_options
 from ajax.envs.core import SEED_AXIS
+from ajax.run import health as run_health
+from ajax.run import lowering, program
+from ajax.run import plan as run_plan
 
 
-def direct_lower_run(agent, seeds, plan, num_episode_test, evaluate, compile_init=False):
+def direct_lower_run(agent, seeds, plan, num_episode_test, *, evaluate, compile_init=False):
     """``loop.lower_run`` as it was before the program cache: ``jax.jit`` of the programs
     (the init lowered and compiled on another thread, as there)."""
     train_env = agent.env_copies(agent.n_envs)
     eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
-    init = loop.init_program(agent, train_env, plan.n_iterations)
-    run_seeds = loop.seed_array(seeds)
+    init = program.init_program(agent, train_env, plan.n_iterations)
+    run_seeds = run_plan.seed_array(seeds)
     segment = jax.jit(
         jax.vmap(
-            loop._segment_program(agent, train_env, eval_env),
+            program.segment_program(agent, train_env, eval_env),
             in_axes=(0, 0, 0, None, None),
             axis_name=SEED_AXIS,
         ),
         donate_argnums=0,
     )
-    health = loop.initial_health(len(seeds))
+    health = run_health.initial_health(len(seeds))
     args = (jax.eval_shape(init, run_seeds), health, run_seeds, jnp.int32(0), jnp.int32(0))
     segment_lowered = segment.lower(*args)
-    init_lowering, init_compiled = loop.lowered_init(
+    init_lowering, init_compiled = lowering.lowered_init(
         lambda: init.lower(run_seeds), compiler_options(agent, runs_once=True), compile_init
     )
-    return loop.RunPrograms(
+    return lowering.RunPrograms(
         run_seeds,
         health,
-        loop.watched_metrics(jax.eval_shape(segment, *args)[2]["sums"]),
+        run_health.watched_metrics(jax.eval_shape(segment, *args)[2]["sums"]),
         init_lowering,
         segment_lowered,
         init_compiled,
@@ -104,11 +107,11 @@ def main() -> None:
             continue
         env_id, hyperparameters = TASKS[name]
         agent = ajax.AGENTS[name](env_id=env_id, n_envs=N_ENVS, **hyperparameters)
-        plan = loop.plan_run(agent, N_TIMESTEPS, None)
-        programs = loop.lower_run(agent, [0], plan, 10, False)
+        plan = run_plan.plan_run(agent, N_TIMESTEPS, None)
+        programs = loop.lower_run(agent, [0], plan, 10, evaluate=False)
         init = programs.init.compile()
         compiled = {
-            "direct": direct_lower_run(agent, [0], plan, 10, False).segment.compile(),
+            "direct": direct_lower_run(agent, [0], plan, 10, evaluate=False).segment.compile(),
             "exported": programs.segment.compile(),
         }
         times: dict[str, list[float]] = {side: [] for side in compiled}

@@ -28,12 +28,12 @@ import jax.numpy as jnp
 from agent_bench import goal_agent, goal_parser, lower_goal_run
 from records import emit
 
-from ajax import loop
 from ajax._xla import compiler_options
+from ajax.run import lowering
 
 #: Ajax lowers its segment unrolled; the rolled side swaps that block for a no-op.
 SIDES = {
-    "rolled": lambda: mock.patch.object(loop, "unrolled_threefry", contextlib.nullcontext),
+    "rolled": lambda: mock.patch.object(lowering, "unrolled_threefry", contextlib.nullcontext),
     "unrolled": contextlib.nullcontext,
 }
 

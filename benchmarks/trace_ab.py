@@ -50,9 +50,11 @@ from agent_bench import (
 from records import emit
 
 import ajax
-from ajax import _xla, loop, minibatches
+from ajax import _xla, minibatches
 from ajax._xla import compiler_options
 from ajax.agents import base as agents_base
+from ajax.run.lowering import lower_run
+from ajax.run.plan import plan_run
 
 
 def _autodiff_for(form: str) -> contextlib.AbstractContextManager:
@@ -80,8 +82,8 @@ def lowered(name: str, n_seeds: int, defaults: bool, n_timesteps: int) -> tuple:
         return (agent, *lower_goal_run(name, agent, n_seeds))
     env_id, hyperparameters = TASKS[name]
     agent = ajax.AGENTS[name](env_id=env_id, n_envs=N_ENVS, **hyperparameters)
-    plan = loop.plan_run(agent, n_timesteps, None)
-    return agent, plan, loop.lower_run(agent, list(range(n_seeds)), plan, 1, False, False)
+    plan = plan_run(agent, n_timesteps, None)
+    return agent, plan, lower_run(agent, list(range(n_seeds)), plan, 1, evaluate=False)
 
 
 def compare(

@@ -9,8 +9,9 @@ import pytest
 from ajax import APG, evaluate
 from ajax.acting import rollout
 from ajax.envs.wrappers import RunningMoments
-from ajax.loop import init_program, seed_array
 from ajax.result import TrainResult
+from ajax.run.plan import seed_array
+from ajax.run.program import init_program
 
 from .states import initial_state
 

@@ -7,7 +7,8 @@ import pytest
 
 from ajax import DQN
 from ajax.buffers import Episodes, EpisodeStore, ReplayBuffer, transition_bytes
-from ajax.loop import check_memory, init_program, seed_array, state_bytes
+from ajax.run.plan import check_memory, seed_array, state_bytes
+from ajax.run.program import init_program
 
 
 def _example():
@@ -80,9 +81,9 @@ def test_a_run_that_cannot_fit_is_refused_with_the_estimate():
 
 
 def test_train_refuses_before_compiling(monkeypatch):
-    import ajax.loop
+    import ajax.run.plan
 
-    monkeypatch.setattr(ajax.loop, "available_bytes", lambda: 1_000)
+    monkeypatch.setattr(ajax.run.plan, "available_bytes", lambda: 1_000)
     with pytest.raises(MemoryError, match="Lower buffer_size"):
         DQN(env_id="CartPole-v1").train(seed=[0, 1], n_timesteps=1_000)
 

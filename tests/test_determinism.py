@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ajax import PPO, LoggingConfig
-from ajax.loop import seed_array, seed_key
+from ajax.run.plan import seed_array, seed_key
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import pytest
 
 from ajax import PPO, LoggingConfig, _devices, evaluate, loop
 from ajax._xla import compiler_options
+from ajax.run import lowering
 
 
 @pytest.mark.parametrize(
@@ -122,12 +123,12 @@ def sharded_and_not(tmp_path_factory):
     loop.lower_run = lowered
     try:
         sharded = run()
-        mesh = loop.seed_mesh
-        loop.seed_mesh = lambda n_seeds: (None, n_seeds)
+        mesh = lowering.seed_mesh
+        lowering.seed_mesh = lambda n_seeds: (None, n_seeds)
         try:
             alone = run()
         finally:
-            loop.seed_mesh = mesh
+            lowering.seed_mesh = mesh
     finally:
         loop.lower_run = lower_run
     return sharded, alone, shardings

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ajax import DQN, LoggingConfig
-from ajax.loop import _frozen, initial_health, watched_metrics
+from ajax.run.health import frozen, initial_health, watched_metrics
 
 #: DQN on CartPole with a learning rate at the edge of overflow: on this JAX, seed 3's
 #: Q-values overflow within the first updates and seed 0's never do (of seeds 0-7 at
@@ -65,7 +65,7 @@ def test_the_command_line_names_the_diverged_seed(run, tmp_path, capsys):
 
 
 class _State(NamedTuple):
-    """The least of an agent's state that ``_frozen`` reads."""
+    """The least of an agent's state that ``frozen`` reads."""
 
     params: dict
 
@@ -84,7 +84,7 @@ def test_parameters_gone_non_finite_in_any_leaf_freeze_the_seed_at_the_segments_
         new["w"] = new["w"].at[-1, -1].set(bad)
     names = watched_metrics({"loss": None})
     state, health = jax.jit(
-        lambda new, start, health: _frozen(_Agent(), _State(new), start, health, names, 9)
+        lambda new, start, health: frozen(_Agent(), _State(new), start, health, names, 9)
     )(new, start, {k: v[0] for k, v in initial_health(1).items()})
     assert bool(health["diverged"]) == (bad is not None)
     assert int(health["iteration"]) == (9 if bad is not None else -1)

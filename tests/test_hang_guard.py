@@ -12,7 +12,9 @@ import pytest
 
 import ajax
 from ajax import AGENTS, PPO, LoggingConfig, RunHungError, Watchdog
-from ajax.loop import init_program, lower_run, plan_run, seed_array, seed_key
+from ajax.run.lowering import lower_run
+from ajax.run.plan import plan_run, seed_array, seed_key
+from ajax.run.program import init_program
 from ajax.watchdog import CallInterrupted, _Call, call_watched
 
 from .states import SMALL

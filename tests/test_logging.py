@@ -107,13 +107,15 @@ class Compiled(Exception):
     pass
 
 
+def compiling(*args, **kwargs):
+    """A stand-in for lower_run: the run got as far as compiling."""
+    raise Compiled
+
+
 def test_an_online_wandb_run_without_a_login_is_refused_before_anything_compiles(
     tiny_agent, tmp_path, monkeypatch, no_wandb_login
 ):
     from ajax import loop
-
-    def compiling(*args):
-        raise Compiled
 
     monkeypatch.setattr(loop, "lower_run", compiling)
     config = LoggingConfig(log_frequency=64, log_dir=tmp_path / "runs", wandb=True)
@@ -136,9 +138,6 @@ def test_the_command_line_refuses_an_online_wandb_run_without_a_login_in_one_lin
 ):
     from ajax import loop
     from ajax.cli import main
-
-    def compiling(*args):
-        raise Compiled
 
     monkeypatch.setattr(loop, "lower_run", compiling)
     base = ["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "512"]

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import ajax
-from ajax import PPO, SAC, LoggingConfig, _program_cache, loop
+from ajax import PPO, SAC, LoggingConfig, _program_cache
 from ajax.envs import make_env
+from ajax.run import lowering
 
 SMALL = {"env_id": "CartPole-v1", "n_envs": 2, "n_steps": 16}
 
@@ -26,13 +27,13 @@ def cache(cache_env):
 def traces(monkeypatch):
     """How many times a run's segment was traced."""
     count = []
-    original = loop._segment_program
+    original = lowering.segment_program
 
     def counted(*args):
         count.append(1)
         return original(*args)
 
-    monkeypatch.setattr(loop, "_segment_program", counted)
+    monkeypatch.setattr(lowering, "segment_program", counted)
     return count
 
 
@@ -133,12 +134,12 @@ def test_an_unwritable_cache_costs_a_warning_not_the_run(cache, traces):
 @pytest.mark.slow
 def test_a_relaunched_process_traces_nothing(cache):
     """Two fresh processes: the second finds the first's programs and never traces its
-    segment (ajax.loop._segment_program is not called)."""
+    segment (ajax.run.lowering.segment_program is not called)."""
     code = (
-        "import ajax, ajax.loop as loop\n"
+        "import ajax, ajax.run.lowering as lowering\n"
         "calls = []\n"
-        "original = loop._segment_program\n"
-        "loop._segment_program = lambda *a: calls.append(1) or original(*a)\n"
+        "original = lowering.segment_program\n"
+        "lowering.segment_program = lambda *a: calls.append(1) or original(*a)\n"
         f"ajax.PPO(**{SMALL!r}).train(seed=[0, 1], n_timesteps=256)\n"
         "print(len(calls))\n"
     )

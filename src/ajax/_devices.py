@@ -3,8 +3,7 @@ running the same per-seed program on its share.
 
 On a CPU, JAX shows one device, and one program runs its kernels one after another: the
 small kernels of an RL iteration (a few units wide, a few copies) keep one core busy while
-the others wait. Each core made a device of its own, the seeds' shares run side by side:
-PPO, PQN, DQN and SAC over 8 seeds ran 1.7-2.0 times faster on a 2-core machine
+the others wait. Each core made a device of its own, the seeds' shares run side by side
 (PERFORMANCE_REPORT.md, "Seeds sharded over the CPU's cores"). So ``import ajax`` asks JAX
 for one CPU device per core the process may use, unless
 

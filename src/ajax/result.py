@@ -20,7 +20,7 @@ from ajax.envs.core import SEED_AXIS, Env
 from ajax.envs.gymnax_adapter import GymnaxAdapter
 from ajax.envs.registry import is_registered
 from ajax.envs.spaces import Box, Space
-from ajax.serialization import read_state, state_bytes
+from ajax.serialization import decode_state, encode_state
 
 _STATE_FILE = "state.msgpack"
 _META_FILE = "result.json"
@@ -174,7 +174,7 @@ class TrainResult:
             "log_dir": self.log_dir,
             "diverged": self.diverged,
         }
-        (path / _STATE_FILE).write_bytes(state_bytes(self.state))
+        (path / _STATE_FILE).write_bytes(encode_state(self.state))
         (path / _META_FILE).write_text(json.dumps(meta, indent=2))
         return path
 
@@ -287,7 +287,7 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
         keys = jax.ShapeDtypeStruct((len(meta["seeds"]), 2), jnp.uint32)
         template = jax.eval_shape(jax.vmap(lambda k: agent.init(k, copies, 1)), keys)
         template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
-        state = read_state(path / _STATE_FILE, template, meta["format"])
+        state = decode_state(path / _STATE_FILE, template, meta["format"])
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(
             f"{path} was saved by Ajax {written_by} and does not fit this Ajax "

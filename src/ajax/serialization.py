@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 
-def state_bytes(state: Any) -> bytes:
+def encode_state(state: Any) -> bytes:
     """``state``'s arrays, keyed by their paths in it, as msgpack."""
     arrays = {
         jax.tree_util.keystr(where): np.asarray(leaf)
@@ -39,7 +39,7 @@ def fit_leaves(template: Any, leaves: list[Any]) -> Any:
     return jax.tree.unflatten(jax.tree.structure(template), leaves)
 
 
-def read_state(file: Path, template: Any, format: int) -> Any:
+def decode_state(file: Path, template: Any, format: int) -> Any:
     """The state saved in ``file``, in the structure of ``template``: by each array's path
     (format 3), or by Flax's state dict (formats 1 and 2). Raises ValueError naming the
     first array missing, left over, or of another shape or dtype."""

@@ -19,8 +19,8 @@ from ajax.envs.core import Env, StepResult
 from ajax.envs.spaces import Box, Discrete, Space
 
 #: Modules gymnax's environment modules import at the top for their renderers only; with
-#: SciPy, which seaborn pulls in, they are three quarters of gymnax's import time (1.8 of
-#: 2.4 s on the 2-core CI machine).
+#: SciPy, which seaborn pulls in, they are most of gymnax's import time (PERFORMANCE_REPORT.md,
+#: "Start-up").
 _RENDERING_MODULES = ("matplotlib.pyplot", "seaborn")
 
 

@@ -1,0 +1,111 @@
+"""A run's plan: its seeds and their keys, how a budget splits into iterations and
+segments, and the check that the run's state fits in memory, all before compiling."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from ajax.buffers import EpisodeStore, ReplayBuffer
+from ajax.logging import LoggingConfig
+from ajax.memory import available_bytes, check_fits, human
+
+
+def check_positive_int(name: str, value: Any, example: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}; e.g. {example}.")
+
+
+def seeds_of(seed: int | Sequence[int]) -> list[int]:
+    """The list of seeds, validated: ``seed`` is one int or a non-empty list of them."""
+    seeds = [seed] if isinstance(seed, int | np.integer) else list(seed)
+    if not seeds:
+        raise ValueError("seed is an empty list; give an int or a list such as seed=[0, 1, 2].")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int | np.integer) or not 0 <= s < 2**32:
+            raise ValueError(f"seeds must be integers in [0, 2**32), got {s!r}.")
+    return [int(s) for s in seeds]
+
+
+def seed_array(seeds: list[int]) -> np.ndarray:
+    """The seeds as the run's programs take them, one uint32 each, on the host: each program
+    makes its seed's key itself (:func:`seed_key`). Keys made outside the programs cost a
+    fresh process a handful of tiny eager programs, each compiled on its own (PERFORMANCE_
+    REPORT.md, "Nothing compiled eagerly")."""
+    return np.asarray(seeds, np.uint32)
+
+
+def seed_key(seed: jax.Array) -> jax.Array:
+    """Inside a program, the PRNG key of ``seed`` (a uint32 of :func:`seed_array`): the key
+    ``jax.random.PRNGKey(seed)`` gives, so seed i's key, and its run, are the same in any
+    batch."""
+    return jax.random.PRNGKey(seed)
+
+
+def evaluation_key(seed: jax.Array, iteration: jax.Array) -> jax.Array:
+    """The key of ``seed``'s evaluation after ``iteration`` iterations: it depends on nothing
+    else, so an evaluation at a given step draws the same episodes whatever the run's
+    segments (its ``log_frequency``), and a resumed run draws what the uninterrupted one
+    did."""
+    return jax.random.fold_in(jax.random.fold_in(seed_key(seed), 1), iteration)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """How a budget splits into iterations and segments."""
+
+    steps_per_iteration: int
+    n_iterations: int
+    iterations_per_segment: int
+
+    @property
+    def segment_lengths(self) -> list[int]:
+        full, rest = divmod(self.n_iterations, self.iterations_per_segment)
+        return [self.iterations_per_segment] * full + ([rest] if rest else [])
+
+
+def plan_run(agent: Any, n_timesteps: int, logging_config: LoggingConfig | None) -> RunPlan:
+    check_positive_int("n_timesteps", n_timesteps, "n_timesteps=100_000")
+    per_iteration = agent.steps_per_iteration
+    if n_timesteps < per_iteration:
+        raise ValueError(
+            f"n_timesteps={n_timesteps} is less than one iteration of {agent.name}, which takes "
+            f"{per_iteration} steps (n_envs={agent.n_envs} copies x its rollout). Raise "
+            f"n_timesteps to at least {per_iteration}, or lower n_envs or the rollout length."
+        )
+    n_iterations = n_timesteps // per_iteration
+    per_segment = n_iterations
+    if logging_config is not None:
+        per_segment = max(1, min(n_iterations, logging_config.log_frequency // per_iteration))
+    return RunPlan(per_iteration, n_iterations, per_segment)
+
+
+def state_bytes(state_shape: Any) -> tuple[int, int]:
+    """Bytes of a (shape-only) state, and of the stores (replay buffers, episode stores)
+    within it."""
+    nbytes = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))  # noqa: E731
+    stores = (ReplayBuffer, EpisodeStore)
+    buffers = [
+        node
+        for node in jax.tree.leaves(state_shape, is_leaf=lambda n: isinstance(n, stores))
+        if isinstance(node, stores)
+    ]
+    return nbytes(state_shape), sum(nbytes(b) for b in buffers)
+
+
+def check_memory(state_shape: Any, n_seeds: int, available: int | None = None) -> None:
+    """Refuse, before compiling, a run whose state cannot fit the device's memory.
+
+    The estimate is the whole training state of every seed (parameters, optimiser states,
+    environment copies, replay buffers): the state is donated from one segment to the next,
+    so it is held once.
+    """
+    total, buffers = state_bytes(state_shape)
+    detail = f"{human(total / n_seeds)} per seed"
+    if buffers:
+        detail += f", of which {human(buffers / n_seeds)} replay buffer"
+    check_fits(total, n_seeds, detail, available_bytes() if available is None else available)
