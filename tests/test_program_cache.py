@@ -97,11 +97,14 @@ def test_the_key_follows_what_shapes_the_programs():
     assert _program_cache.key_with(key, "init", 8) != _program_cache.key_with(key, "init", 9)
 
 
-def test_runs_ajax_cannot_vouch_for_are_not_kept():
+def test_an_agent_of_your_own_is_kept_by_its_source_and_runs_ajax_cannot_vouch_for_are_not():
     class MyPPO(PPO):
         pass
 
-    assert _program_cache.run_key(MyPPO(**SMALL), 1, None) is None
+    assert _program_cache.run_key(MyPPO(**SMALL), 1, None) is not None  # this file's source
+    typed = {"__name__": "typed_at_a_prompt", "PPO": PPO}
+    exec("class TypedPPO(PPO):\n    pass\n", typed)  # no source file to key it by
+    assert _program_cache.run_key(typed["TypedPPO"](**SMALL), 1, None) is None
     instance = PPO(env_id=make_env("CartPole-v1"), n_envs=2, n_steps=16)
     assert _program_cache.run_key(instance, 1, None) is None
 
@@ -152,3 +155,56 @@ def test_a_relaunched_process_traces_nothing(cache):
     ]
     assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr
     assert [r.stdout.split()[-1] for r in runs] == ["1", "0"]
+
+
+FAMILY = """
+from gymnax.environments.classic_control.cartpole import CartPole
+
+from ajax.envs.gymnax_adapter import GymnaxAdapter
+from ajax.envs.registry import register_family
+
+SCALE = {scale}
+
+
+class ScaledCartPole(CartPole):
+    def step_env(self, key, state, action, params):
+        obs, state, reward, done, info = super().step_env(key, state, action, params)
+        return obs, state, reward * SCALE, done, info
+
+
+def make(name):
+    env = ScaledCartPole()
+    return GymnaxAdapter(env, env.default_params, f"mine/{{name}}")
+
+
+register_family("mine", lambda: ["Scaled"], make)
+"""
+
+
+@pytest.mark.slow  # three fresh processes
+def test_an_edit_to_a_registered_environments_module_is_compiled_anew(cache, tmp_path):
+    """A family added with register_family is keyed by its module's source: a relaunch is
+    served while the module is unchanged, and traces anew once it is edited."""
+    code = (
+        "import ajax, ajax.run.lowering as lowering, my_family\n"
+        "calls = []\n"
+        "original = lowering.segment_program\n"
+        "lowering.segment_program = lambda *a: calls.append(1) or original(*a)\n"
+        "ajax.PPO(env_id='mine/Scaled', n_envs=2, n_steps=16).train(seed=0, n_timesteps=256)\n"
+        "print(len(calls))\n"
+    )
+    env = {
+        "AJAX_JAX_COMPILE_CACHE_DIR": str(cache),
+        "JAX_PLATFORMS": "cpu",
+        "PYTHONPATH": str(tmp_path),
+    }
+
+    def traced(scale):
+        (tmp_path / "my_family.py").write_text(FAMILY.format(scale=scale))
+        run = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout.split()[-1]
+
+    assert [traced(1.0), traced(1.0), traced(2.0)] == ["1", "0", "1"]

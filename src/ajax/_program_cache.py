@@ -152,14 +152,37 @@ def _environment_digest() -> str:
     return h.hexdigest()
 
 
+def _sources_digest(objects: list[Any]) -> str | None:
+    """The hash of the source files of the modules outside Ajax that define the classes of
+    ``objects`` and their bases (a user's agent, an environment of a family added with
+    ``register_family``), so that an edit to one keys its programs anew; None where one has
+    no source file to read (a class defined at an interactive prompt)."""
+    h = hashlib.sha256()
+    names = {cls.__module__ for obj in objects for cls in type(obj).__mro__}
+    for name in sorted(names - {"builtins"}):
+        if name == "ajax" or name.startswith("ajax."):
+            continue  # in _environment_digest already
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path is None or not Path(path).is_file():
+            return None
+        h.update(name.encode() + Path(path).read_bytes())
+    return h.hexdigest()
+
+
 def run_key(agent: Any, n_seeds: int, num_episode_test: int | None) -> str | None:
     """The hash of everything that shapes a run's segment program for ``n_seeds`` seeds, a
     device's share (:func:`key_with` adds what else shapes its init program), or None when
-    the run cannot be keyed: its agent class or its environment was defined outside Ajax."""
-    if not type(agent).__module__.startswith("ajax.") or agent.registered_env_id is None:
+    the run cannot be keyed: its environment is an object rather than a registered id, or a
+    class it runs has no source file."""
+    if agent.registered_env_id is None:
+        return None
+    env = agent.env.unwrapped
+    sources = _sources_digest([agent, env, *([env.env] if hasattr(env, "env") else [])])
+    if sources is None:
         return None
     h = hashlib.sha256(f"format{FORMAT}".encode())
     h.update(_environment_digest().encode())
+    h.update(sources.encode())
     h.update(jax.default_backend().encode())
     for option in _TRACE_OPTIONS:
         h.update(f"{option}={getattr(jax.config, option, None)}".encode())
