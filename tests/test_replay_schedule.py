@@ -6,11 +6,12 @@ began one iteration earlier."""
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
-from ajax import DQN, SAC, TD3, UDRL, LoggingConfig
+from ajax import DQN, PPO, SAC, TD3, UDRL, LoggingConfig
 from ajax.envs.core import SEED_AXIS
 
 from .states import SMALL, initial_state
@@ -106,3 +107,26 @@ def test_td3_moves_its_actor_and_targets_on_every_second_critic_update(under_the
         state = new
     # Critic updates 1-4: the actor and the targets follow updates 2 and 4.
     assert moves == [(False, True, False), (True, True, True)] * 2
+
+
+class CountsSteps:
+    """An agent whose acting carry counts the steps of each copy's episode so far."""
+
+    def initial_carry(self, params, n):
+        return jnp.zeros(n, jnp.int32)
+
+    def after_step(self, params, carry, reward):
+        return carry + 1
+
+
+@pytest.mark.parametrize(
+    "base, settings",
+    [(DQN, {"learning_starts": 64}), (PPO, {"n_steps": 16, "n_minibatches": 2})],
+    ids=["replay", "on-policy"],
+)
+def test_collection_carries_the_acting_state_and_resets_it_where_an_episode_ends(base, settings):
+    agent = type(f"StepCounting{base.__name__}", (CountsSteps, base), {})
+    result = agent(env_id="CartPole-v1", n_envs=2, **settings).train(seed=0, n_timesteps=512)
+    carry, env_state = result.state.cursor.carry, result.state.cursor.env_state
+    np.testing.assert_array_equal(carry, env_state.running_length)
+    assert (carry < 256).all()  # each copy's 256 steps ended some episodes

@@ -122,13 +122,22 @@ def rollout(
     return cursor, transitions, extras
 
 
-def step_and_store(env: Env, state: Any, policy_fn: PolicyFn, key: jax.Array):
-    """One step of every copy (:func:`actor_step`), stored in the replay agents'
-    ``state.buffer``.
+def step_and_store(
+    env: Env,
+    state: Any,
+    policy_fn: PolicyFn,
+    key: jax.Array,
+    fresh_carry: Any = (),
+    after_step: AfterStep = _unchanged,
+):
+    """One step of every copy (:func:`actor_step`, the carry handled as there), stored in the
+    replay agents' ``state.buffer``.
 
     ``state`` has ``params``, ``buffer``, ``cursor`` and ``steps`` (environment steps so far,
     over all copies). Returns the state and the transition."""
-    cursor, transition, _ = actor_step(env, policy_fn, state.params, state.cursor, key)
+    cursor, transition, _ = actor_step(
+        env, policy_fn, state.params, state.cursor, key, fresh_carry, after_step
+    )
     state = state.replace(
         buffer=state.buffer.add_transitions(transition),
         cursor=cursor,

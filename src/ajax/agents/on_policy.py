@@ -160,6 +160,7 @@ class OnPolicyAgent(Agent):
             rollout_key,
             c.n_steps,
             self.initial_carry(state.params, self.n_envs),
+            lambda carry, reward: self.after_step(state.params, carry, reward),
         )
         state = state.replace(cursor=cursor, key=key)
         state, batch, metrics = self._batch(state, steps, extras)

@@ -107,7 +107,14 @@ class ReplayAgent(Agent):
 
         def one_step(state, _):
             key, step_key = jax.random.split(state.key)
-            return step_and_store(env, state.replace(key=key), explorer_at(state), step_key)
+            return step_and_store(
+                env,
+                state.replace(key=key),
+                explorer_at(state),
+                step_key,
+                self.initial_carry(state.params, self.n_envs),
+                lambda carry, reward: self.after_step(state.params, carry, reward),
+            )
 
         return jax.lax.scan(one_step, state, length=self._steps_per_copy)
 
