@@ -146,3 +146,18 @@ def test_cli_reports_bad_input_without_a_traceback(capsys, tmp_path):
         ["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "10", "--log-dir", str(tmp_path)]
     )
     assert code == 2 and "less than one iteration" in capsys.readouterr().out
+
+
+def test_a_config_field_without_its_documentation_is_refused_where_the_agent_is_defined():
+    from dataclasses import dataclass
+
+    from ajax.agents.ppo import PPOConfig
+
+    @dataclass(frozen=True)
+    class Bare(PPOConfig):
+        bonus: float = 0.5
+
+    with pytest.raises(TypeError, match=r"Config declares bonus without hyperparameter"):
+
+        class BonusPPO(PPO):
+            Config = Bare

@@ -129,6 +129,23 @@ def validate_config(config: Any) -> None:
 class Agent(abc.ABC):
     """Base class of the agents: environment, copies and validated hyperparameters."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuses, as the class is defined, a ``Config`` field declared without
+        :func:`hyperparameter` (or :func:`override`): its documentation and range are what
+        the command line shows and the constructor checks."""
+        super().__init_subclass__(**kwargs)
+        config = cls.__dict__.get("Config")
+        if config is None:
+            return
+        bare = [f.name for f in dataclasses.fields(config) if "doc" not in f.metadata]
+        if bare:
+            raise TypeError(
+                f"{cls.__name__}.Config declares {', '.join(bare)} without hyperparameter(...). "
+                "Declare each as hyperparameter(default, doc, low=..., high=...), or "
+                "override(default, doc) to change a base's default, so that it is documented "
+                "and range-checked."
+            )
+
     Config: ClassVar[type]
     #: The action-space types the algorithm handles.
     action_spaces: ClassVar[tuple[type, ...]] = (Discrete, Box)
