@@ -25,6 +25,11 @@ def test_the_command_spends_the_reward_and_its_horizon_stops_at_one(agent):
     np.testing.assert_array_equal(after, [[9.0, 2.0], [3.0, 1.0]])
 
 
+def test_udrl_acts_through_its_command_and_has_no_policy_of_the_observation_alone(agent):
+    with pytest.raises(NotImplementedError, match=r"UDRL acts through act\(params, obs, carry"):
+        agent.policy(None, jnp.zeros((1, 4)))
+
+
 def test_hindsight_commands_of_a_hand_made_episode():
     rewards = jnp.asarray([1.0, 2.0, 3.0, 7.0, 7.0])  # the last two are padding
     to_go, horizon = command_targets(rewards, jnp.int32(3))

@@ -283,9 +283,15 @@ class Agent(abc.ABC):
     def iteration(self, state: Any, env: Env) -> tuple[Any, dict[str, jax.Array]]:
         """Collect, then update; returns the state and scalar metrics."""
 
-    @abc.abstractmethod
     def policy(self, params: Any, obs: jax.Array) -> Any:
-        """The action distribution at ``obs`` (a batch), in the agent's action space."""
+        """The action distribution at ``obs`` (a batch), in the agent's action space. Optional:
+        :meth:`act` is the contract, and an agent whose action depends on a carry (UDRL's
+        command) has no policy of the observation alone."""
+        raise NotImplementedError(
+            f"{self.name} acts through act(params, obs, carry, key, deterministic), from "
+            "initial_carry(params, n): its action depends on a carry, so it has no policy of "
+            "the observation alone."
+        )
 
     def with_params(self, state: Any, params: Any) -> Any:
         """``state`` with ``params`` in place of ``state.params``."""

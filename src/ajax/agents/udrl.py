@@ -151,10 +151,6 @@ class UDRL(Agent):
     def _behaviour_at(self, params: dict[str, Any], obs: jax.Array, command: jax.Array):
         return self.network.apply(params["behaviour"], self._flat(obs), self._scaled(command))
 
-    def policy(self, params: dict[str, Any], obs: jax.Array) -> Categorical:
-        """The behaviour at ``obs`` under the evaluation command (a fresh episode's)."""
-        return self._behaviour_at(params, obs, self.initial_carry(params, obs.shape[0]))
-
     def initial_carry(self, params: dict[str, Any], n: int) -> jax.Array:
         """``[n, 2]``: the mean return and mean length of the best stored episodes."""
         command = params["command"]
