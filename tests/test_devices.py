@@ -2,6 +2,7 @@
 ``import ajax`` makes, and a sharded run against the same run on one device."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -84,13 +85,11 @@ def test_a_run_after_jax_started_warns_once_that_its_seeds_share_one_device(gymn
         "agent.train(seed=0, n_timesteps=16)\n"
         "print(json.dumps({'n': len(jax.devices())}))"
     )
-    environment = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "AJAX_NO_COMPILE_CACHE": "1"}
+    # The tests' compile cache (conftest), so that a rerun compiles nothing.
+    environment = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "AJAX_CPU_DEVICES": "2"}
+    environment["AJAX_JAX_COMPILE_CACHE_DIR"] = os.environ["AJAX_JAX_COMPILE_CACHE_DIR"]
     proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=environment | {"AJAX_CPU_DEVICES": "2"},
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=environment
     )
     assert proc.returncode == 0, proc.stderr
     devices = json.loads(proc.stdout.strip().splitlines()[-1])["n"]
