@@ -1,11 +1,14 @@
 """GAE against a direct, loop-by-loop reading of its definition."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ajax.returns import gae
+from ajax.updates import optimizer_step
 
 
 def _reference(rewards, values, next_values, terminated, truncated, gamma, lam):
@@ -141,3 +144,17 @@ def test_soft_update():
     target, online = {"w": jnp.zeros(2)}, {"w": jnp.ones(2)}
     np.testing.assert_allclose(soft_update(target, online, 0.1)["w"], [0.1, 0.1])
     np.testing.assert_allclose(soft_update(target, online, 1.0)["w"], [1.0, 1.0])
+
+
+def test_an_optimizer_step_with_and_without_a_traced_learning_rate():
+    params = {"w": jnp.asarray([1.0, -2.0]), "b": jnp.asarray(0.5)}
+    grads = {"w": jnp.asarray([0.5, 1.0]), "b": jnp.asarray(-4.0)}
+    # A direction (plain gradients here) scaled by minus the rate given to the step.
+    sgd_direction = optax.identity()
+    stepped, _ = optimizer_step(sgd_direction, grads, sgd_direction.init(params), params, 0.1)
+    np.testing.assert_allclose(stepped["w"], [0.95, -2.1])
+    np.testing.assert_allclose(stepped["b"], 0.9)
+    # An optimizer with its own step size: its updates are the steps.
+    sgd = optax.sgd(0.1)
+    stepped_again, _ = optimizer_step(sgd, grads, sgd.init(params), params)
+    assert jax.tree.all(jax.tree.map(np.array_equal, stepped_again, stepped))

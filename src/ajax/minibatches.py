@@ -11,6 +11,8 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
+from ajax.updates import optimizer_step
+
 
 def fit_minibatches(
     state: Any,
@@ -51,9 +53,7 @@ def fit_minibatches(
     def step(carry, minibatch):
         carried, opt_state = carry
         grads, metrics = jax.grad(carried_loss, has_aux=True)(carried, minibatch)
-        updates, opt_state = optimizer.update(grads, opt_state, carried)
-        carried = optax.apply_updates(carried, jax.tree.map(lambda u: -learning_rate * u, updates))
-        return (carried, opt_state), metrics
+        return optimizer_step(optimizer, grads, opt_state, carried, learning_rate), metrics
 
     def epoch(carry, epoch_key):
         order = permutation(epoch_key, size)

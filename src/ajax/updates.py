@@ -9,6 +9,23 @@ import jax.numpy as jnp
 import optax
 
 
+def optimizer_step(
+    optimizer: optax.GradientTransformation,
+    grads: Any,
+    opt_state: Any,
+    params: Any,
+    learning_rate: jax.Array | float | None = None,
+) -> tuple[Any, Any]:
+    """``params`` after one step of ``optimizer`` on ``grads``, and its state. Where
+    ``learning_rate`` is given, the optimizer gives a direction and the step is minus the
+    learning rate times it: a rate that changes during the run (annealed) is then a traced
+    value rather than part of the optimizer. Else the optimizer's updates are its steps."""
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    if learning_rate is not None:
+        updates = jax.tree.map(lambda u: -learning_rate * u, updates)
+    return optax.apply_updates(params, updates), opt_state
+
+
 def soft_update(target: Any, online: Any, tau: float) -> Any:
     """Polyak averaging ``(1 - tau) * target + tau * online``; ``tau=1`` copies ``online``."""
     return optax.incremental_update(online, target, tau)

@@ -42,6 +42,7 @@ from ajax.agents.on_policy import OnPolicyState
 from ajax.envs import Box, Env
 from ajax.envs.wrappers import NormalizeObservation
 from ajax.nn import MLP, MLPHead, TanhNormal
+from ajax.updates import optimizer_step
 
 SOURCE = "Brax APG"
 
@@ -171,9 +172,9 @@ class APG(Agent):
         (loss, (cursor, steps)), grads = jax.value_and_grad(self._window, has_aux=True)(
             state.params, env, state.cursor, window_key
         )
-        updates, opt_state = self._optimizer.update(grads, state.opt_state, state.params)
+        params, opt_state = optimizer_step(self._optimizer, grads, state.opt_state, state.params)
         state = state.replace(
-            params=optax.apply_updates(state.params, updates),
+            params=params,
             opt_state=opt_state,
             cursor=cursor,
             key=key,

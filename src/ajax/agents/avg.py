@@ -48,6 +48,7 @@ from ajax.agents.base import Agent, hyperparameter
 from ajax.envs import Box, Env
 from ajax.envs.wrappers import NormalizeObservation
 from ajax.nn import MLP, MLPHead, TanhNormal
+from ajax.updates import optimizer_step
 
 REFERENCE = "gauthamvasan/avg avg.py"
 #: The clip on the actor's log-variance head (the reference's ``log_std`` bounds).
@@ -268,10 +269,9 @@ class AVG(Agent):
         )
         new_params, opt_state = {}, {}
         for name, grads in (("actor", actor_grads), ("critic", critic_grads)):
-            updates, opt_state[name] = self._optimizers[name].update(
-                grads, state.opt_state[name], params[name]
+            new_params[name], opt_state[name] = optimizer_step(
+                self._optimizers[name], grads, state.opt_state[name], params[name]
             )
-            new_params[name] = optax.apply_updates(params[name], updates)
         state = AVGState(new_params, opt_state, scaler, cursor, key)
         metrics = {
             "actor_loss": policy_loss,

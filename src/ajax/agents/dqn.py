@@ -36,7 +36,7 @@ from ajax.buffers import ReplayBuffer
 from ajax.envs import Env
 from ajax.exploration import linear_schedule
 from ajax.returns import n_step_returns
-from ajax.updates import annealed, clipped_over_one_vector, select, soft_update
+from ajax.updates import annealed, clipped_over_one_vector, optimizer_step, select, soft_update
 
 
 @dataclass(frozen=True)
@@ -196,9 +196,7 @@ class DQN(QLearningAgent, ReplayAgent):
             (loss, q), grads = jax.value_and_grad(self._loss, has_aux=True)(
                 params, target_params, batch
             )
-            direction, new_opt_state = self._optimizer.update(grads, opt_state, params)
-            step = jax.tree.map(lambda d: -lr * d, direction)
-            return (optax.apply_updates(params, step), new_opt_state), (loss, q)
+            return optimizer_step(self._optimizer, grads, opt_state, params, lr), (loss, q)
 
         # One split, sliced as arrays: unpacked into a list of keys, each key is its own slice,
         # which XLA sinks through the (unrolled) hash into one copy of it per key.

@@ -33,7 +33,7 @@ from ajax.buffers import ReplayBuffer
 from ajax.critics import QEnsemble
 from ajax.envs import Box, Env
 from ajax.returns import td_target
-from ajax.updates import select, soft_update
+from ajax.updates import optimizer_step, select, soft_update
 
 
 @dataclass(frozen=True)
@@ -194,11 +194,11 @@ class OffPolicyAgent(ReplayAgent):
 
     def _apply(self, learner: Learner, name: str, grads: Any) -> Learner:
         """One Adam step on ``learner.params[name]``."""
-        step, opt_state = self._optimizer(name).update(
-            grads, learner.opt_state[name], learner.params[name]
+        params, opt_state = optimizer_step(
+            self._optimizer(name), grads, learner.opt_state[name], learner.params[name]
         )
         return learner.replace(
-            params=learner.params | {name: optax.apply_updates(learner.params[name], step)},
+            params=learner.params | {name: params},
             opt_state=learner.opt_state | {name: opt_state},
         )
 

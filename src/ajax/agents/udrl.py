@@ -45,6 +45,7 @@ from ajax.agents.base import Agent, hyperparameter
 from ajax.buffers import Episodes, EpisodeStore
 from ajax.envs import Discrete, Env
 from ajax.nn import MLP, Categorical, dense
+from ajax.updates import optimizer_step
 
 REFERENCE = "BY571 CartPole; within the paper's ranges"
 
@@ -227,8 +228,7 @@ class UDRL(Agent):
             (loss, entropy), grads = jax.value_and_grad(
                 lambda p: self._loss({"behaviour": p}, state.store, key), has_aux=True
             )(behaviour)
-            updates, opt_state = self._optimizer.update(grads, opt_state, behaviour)
-            return (optax.apply_updates(behaviour, updates), opt_state), (loss, entropy)
+            return optimizer_step(self._optimizer, grads, opt_state, behaviour), (loss, entropy)
 
         keys = jax.random.split(key, self.config.n_updates)
         (behaviour, opt_state), (loss, entropy) = jax.lax.scan(
