@@ -130,3 +130,16 @@ def test_collection_carries_the_acting_state_and_resets_it_where_an_episode_ends
     carry, env_state = result.state.cursor.carry, result.state.cursor.env_state
     np.testing.assert_array_equal(carry, env_state.running_length)
     assert (carry < 256).all()  # each copy's 256 steps ended some episodes
+
+
+def test_a_replay_agent_chooses_the_row_it_stores():
+    class TenfoldRewards(DQN):
+        def store(self, buffer, transition):
+            return buffer.add_transitions(transition.replace(reward=10 * transition.reward))
+
+    result = TenfoldRewards(env_id="CartPole-v1", n_envs=2, learning_starts=64).train(
+        seed=0, n_timesteps=512
+    )
+    buffer = result.state.buffer
+    stored = np.asarray(buffer.storage["reward"][0, : int(buffer.size[0])])
+    assert stored.size == 512 and set(stored.tolist()) == {10.0}  # CartPole pays 1 a step

@@ -122,16 +122,21 @@ def rollout(
     return cursor, transitions, extras
 
 
+#: ``store(buffer, transition) -> buffer``: how a step's transition is written to a store.
+Store = Callable[[Any, Transition], Any]
+
+
 def step_and_store(
     env: Env,
     state: Any,
     policy_fn: PolicyFn,
     key: jax.Array,
+    store: Store,
     fresh_carry: Any = (),
     after_step: AfterStep = _unchanged,
 ):
-    """One step of every copy (:func:`actor_step`, the carry handled as there), stored in the
-    replay agents' ``state.buffer``.
+    """One step of every copy (:func:`actor_step`, the carry handled as there), written to
+    the replay agents' ``state.buffer`` by ``store`` (the agent's row of it).
 
     ``state`` has ``params``, ``buffer``, ``cursor`` and ``steps`` (environment steps so far,
     over all copies). Returns the state and the transition."""
@@ -139,7 +144,7 @@ def step_and_store(
         env, policy_fn, state.params, state.cursor, key, fresh_carry, after_step
     )
     state = state.replace(
-        buffer=state.buffer.add_transitions(transition),
+        buffer=store(state.buffer, transition),
         cursor=cursor,
         steps=state.steps + transition.reward.shape[0],
     )

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from ajax.acting import PolicyFn, Transition, episode_metrics, step_and_store
 from ajax.agents.base import Agent, hyperparameter
+from ajax.buffers import ReplayBuffer
 from ajax.envs import Discrete, Env
 from ajax.nn import EpsilonGreedy
 
@@ -88,6 +89,13 @@ class ReplayAgent(Agent):
     def _update(self, state: Any) -> tuple[Any, dict[str, jax.Array]]:
         """The updates of one iteration, from the state's buffer."""
 
+    def store(self, buffer: ReplayBuffer, transition: Transition) -> ReplayBuffer:
+        """``buffer`` with a step's ``transition`` written: the row an agent learns from.
+        By default the one-step row (:meth:`ajax.buffers.ReplayBuffer.add_transitions`); an
+        agent that learns from something else (a world model's sequences) writes its own,
+        into the buffer its ``init`` made for it."""
+        return buffer.add_transitions(transition)
+
     def _uniform_action(self, key: jax.Array, obs: jax.Array) -> jax.Array:
         """Uniformly random actions for a batch of ``obs``, in the agent's action space
         (``[-1, 1]`` for continuous actions), in the environment's action shape."""
@@ -112,6 +120,7 @@ class ReplayAgent(Agent):
                 state.replace(key=key),
                 explorer_at(state),
                 step_key,
+                self.store,
                 self.initial_carry(state.params, self.n_envs),
                 lambda carry, reward: self.after_step(state.params, carry, reward),
             )
