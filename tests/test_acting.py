@@ -11,6 +11,7 @@ from ajax import APG, APO, DQN, PPO, PQN, REDQ, SAC, TD3
 from ajax.acting import EnvCursor, rollout
 from ajax.envs import Discrete
 from ajax.envs.wrappers import copies
+from ajax.run.program import RunState
 
 from .probes import ActionReward, TwoStep
 from .states import SMALL, initial_state
@@ -153,3 +154,12 @@ def test_an_iteration_keeps_every_leaf_of_the_state_typed_as_it_was(name):
             now.dtype,
             now.weak_type,
         ), f"{jax.tree_util.keystr(path)} is {before} at first, {now} after"
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_every_agents_state_has_what_the_run_reads(name):
+    env_id, settings = SMALL[name]
+    agent = AGENTS_BY_NAME[name](env_id=env_id, n_envs=2, **settings)
+    env = agent.env_copies(2)
+    state = jax.eval_shape(lambda key: agent.init(key, env, 1), jax.random.key(0))
+    assert isinstance(state, RunState) and isinstance(state.cursor, EnvCursor)

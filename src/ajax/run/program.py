@@ -5,15 +5,26 @@ outputs."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ajax.acting import EnvCursor
 from ajax.evaluation import run_episodes
 from ajax.run.health import EPISODE_SUMS, checked_iteration, frozen, watched_metrics
 from ajax.run.plan import evaluation_key, seed_key
+
+
+@runtime_checkable
+class RunState(Protocol):
+    """What the run reads of an agent's state, whatever else it holds: the parameters (which
+    evaluation acts with and the divergence guard checks) and the training copies' cursor
+    (whose environment state evaluation starts its normalisation statistics from)."""
+
+    params: Any
+    cursor: EnvCursor
 
 
 def init_program(agent: Any, env: Any, n_iterations: int) -> Callable:
@@ -52,7 +63,7 @@ def segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callabl
     # tracing an iteration twice cost PPO a tenth of its lowering.
     iteration = jax.jit(lambda state: agent.iteration(state, train_env))
 
-    def segment(state, health, seed, first, n_iterations):
+    def segment(state: RunState, health, seed, first, n_iterations):
         _, metric_shapes = jax.eval_shape(iteration, state)
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
         names = watched_metrics(metric_shapes)
