@@ -1,23 +1,27 @@
 """How each agent's programs are lowered and compiled (ajax._xla)."""
 
+import contextlib
 import re
 import threading
+import warnings
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from jax._src.interpreters import mlir
 from jax.extend.random import threefry2x32_p
 
 import ajax._program_cache
 import ajax.agents.base
 import ajax.loop
-from ajax import ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, LoggingConfig, evaluate
+from ajax import AGENTS, ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, LoggingConfig, evaluate
 from ajax._xla import (
     BACKEND_OPT_LEVEL,
     KERNEL_ORDER,
+    TUNING_ENV,
     YNN_FUSIONS,
     YNNPACK_FORM,
     compiler_options,
@@ -30,6 +34,11 @@ from ajax._xla import (
 )
 from ajax.critics import QEnsemble
 from ajax.nn import MLP
+from ajax.run.health import initial_health
+from ajax.run.plan import seed_key
+from ajax.run.program import segment_program
+
+from .states import SMALL
 
 NO_YNNPACK = {YNN_FUSIONS: ""}
 ONCE = {YNN_FUSIONS: "", BACKEND_OPT_LEVEL: 0}
@@ -276,3 +285,64 @@ def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
     # shorter compile).
     assert lowered_unrolled == [True, False, True, True]
     assert not _unrolled_now()
+
+
+def _lowered_segment(agent, tuned: bool) -> str:
+    """The text of one seed's segment program for ``agent``, lowered inside the tuning
+    module's blocks or, with ``tuned`` False, outside them."""
+    env = agent.env_copies(agent.n_envs)
+    state = jax.eval_shape(lambda: agent.init(seed_key(np.uint32(0)), env, 4))
+    health = {k: v[0] for k, v in initial_health(1).items()}
+    segment = jax.jit(segment_program(agent, env, None))
+    blocks = (unrolled_threefry(), weight_gradients_for(agent)) if tuned else ()
+    with contextlib.ExitStack() as stack:
+        for block in blocks:
+            stack.enter_context(block)
+        lowered = segment.lower(state, health, np.uint32(0), np.int32(0), np.int32(2))
+    return lowered.as_text()
+
+
+@pytest.mark.parametrize("name", ["PPO", "SAC"])
+def test_with_the_tuning_off_a_segment_is_what_plain_jax_lowers(name, monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    env_id, settings = SMALL[name]
+    make = lambda: AGENTS[name](env_id=env_id, **settings)  # noqa: E731
+    tuned = _lowered_segment(make(), tuned=True)
+    monkeypatch.setenv(TUNING_ENV, "0")
+    agent = make()
+    assert compiler_options(agent) is None and compiler_options(agent, runs_once=True) is None
+    off = _lowered_segment(agent, tuned=True)
+    # The tuning module bypassed: no blocks, and the optimiser as the agent wrote it.
+    monkeypatch.setattr(ajax.agents.base.Agent, "_flattened_if_narrow", lambda self, o: o)
+    assert off == _lowered_segment(make(), tuned=False)
+    # Tuned, these small networks' weight gradients take YNNPACK's form, which the barrier
+    # keeps apart; off, none does.
+    assert "optimization_barrier" in tuned and "optimization_barrier" not in off
+
+
+def test_without_jaxs_private_lowering_rules_a_run_goes_on_with_one_warning(monkeypatch):
+    import jax.extend.random
+
+    agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
+    monkeypatch.delattr(jax.extend.random, "threefry2x32_p")
+    ajax._xla._cpu_lowering_rules.cache_clear()
+
+    def run():
+        # A run's segment may come from the program cache, traced in another process;
+        # evaluate traces its program in this one.
+        evaluate(agent.train(seed=[0, 1], n_timesteps=64), num_episodes=1)
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            monkeypatch.setenv(TUNING_ENV, "0")
+            run()
+            assert not [w for w in caught if "lowering rules" in str(w.message)]
+            monkeypatch.setenv(TUNING_ENV, "1")
+            for _ in range(2):
+                run()
+        warned = [w for w in caught if "lowering rules" in str(w.message)]
+        assert len(warned) == 1 and "AJAX_CPU_TUNING=0" in str(warned[0].message)
+    finally:
+        monkeypatch.undo()
+        ajax._xla._cpu_lowering_rules.cache_clear()

@@ -69,6 +69,7 @@ import contextlib
 import contextvars
 import functools
 import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -77,10 +78,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax._src.interpreters import mlir
-from jax.extend.random import threefry2x32_p
 
 from ajax._compile_cache import cpuinfo_field
+
+#: ``AJAX_CPU_TUNING=0`` turns every choice of this module off: the programs are then what
+#: plain JAX lowers and XLA compiles by default.
+TUNING_ENV = "AJAX_CPU_TUNING"
+
+
+def tuning_enabled() -> bool:
+    """Whether the choices of this module apply (``AJAX_CPU_TUNING`` is not ``0``)."""
+    return os.environ.get(TUNING_ENV, "1").strip() != "0"
+
+
+def set_cpu_tuning(enabled: bool) -> None:
+    """Turn this module's choices on or off for the programs lowered from now on, as
+    ``AJAX_CPU_TUNING`` does (and for processes this one starts)."""
+    os.environ[TUNING_ENV] = "1" if enabled else "0"
+
 
 #: The option's name; the empty list turns every YNNPACK fusion off.
 YNN_FUSIONS = "xla_cpu_experimental_ynn_fusion_type"
@@ -103,7 +118,7 @@ def _understood(option: str, value: Any) -> bool:
 def compiler_options(agent: Any, runs_once: bool = False) -> dict[str, Any] | None:
     """The options to compile ``agent``'s programs with, or None for XLA's defaults;
     ``runs_once`` for a program that runs once per run (the seeds' initialisation)."""
-    if jax.default_backend() != "cpu":
+    if jax.default_backend() != "cpu" or not tuning_enabled():
         return None
     options: dict[str, Any] = {}
     if not agent.ynnpack and not _user_sets(YNN_FUSIONS) and _understood(YNN_FUSIONS, ""):
@@ -125,14 +140,40 @@ def _user_sets(option: str) -> bool:
     return option in os.environ.get("XLA_FLAGS", "")
 
 
+@functools.cache
+def _cpu_lowering_rules() -> tuple[dict, Any] | None:
+    """JAX's CPU-only lowering rules and the Threefry primitive, reached through JAX's
+    private modules; None, with one warning, where this JAX does not have them (the
+    unrolled Threefry is then left off, and runs are otherwise the same)."""
+    try:
+        from jax._src.interpreters import mlir
+        from jax.extend.random import threefry2x32_p
+
+        return mlir._platform_specific_lowerings["cpu"], threefry2x32_p
+    except (ImportError, AttributeError, KeyError) as error:
+        warnings.warn(
+            f"Ajax cannot reach JAX's CPU lowering rules in this JAX ({jax.__version__}: "
+            f"{type(error).__name__}: {error}), so it lowers Threefry as JAX does: runs are the "
+            f"same, their programs a little slower to compile. {TUNING_ENV}=0 turns the CPU "
+            "tuning off and silences this.",
+            stacklevel=2,
+        )
+        return None
+
+
 @contextlib.contextmanager
 def unrolled_threefry() -> Iterator[None]:
     """Within the block, JAX lowers Threefry for the CPU unrolled, as for other platforms.
 
     JAX registers the unrolled lowering for every platform and the rolled loop as the CPU's
     own; the block takes the CPU's away, so the common rule applies, and puts it back after.
+    A no-op with the tuning off, or where JAX's rules cannot be reached.
     """
-    cpu_rules = mlir._platform_specific_lowerings["cpu"]
+    rules = _cpu_lowering_rules() if tuning_enabled() else None
+    if rules is None:
+        yield
+        return
+    cpu_rules, threefry2x32_p = rules
     rolled = cpu_rules.pop(threefry2x32_p, None)
     try:
         yield
@@ -166,6 +207,8 @@ def weight_gradient_form(agent: Any) -> str | None:
     products go to YNNPACK, :data:`KERNEL_ORDER` where they go to Eigen on the CPU and the
     agent takes it (:attr:`ajax.agents.base.Agent.kernel_order_gradients`), else None
     (autodiff's own, and always off the CPU)."""
+    if not tuning_enabled():
+        return None
     if products_go_to_ynnpack(agent):
         return YNNPACK_FORM
     eigen = jax.default_backend() == "cpu"

@@ -51,7 +51,7 @@ from typing import Any, ClassVar
 import jax
 import optax
 
-from ajax._xla import cpu_has_avx512
+from ajax._xla import cpu_has_avx512, tuning_enabled
 from ajax.acting import EnvCursor
 from ajax.envs import Box, Discrete, Env, make_env
 from ajax.envs.wrappers import copies
@@ -257,7 +257,7 @@ class Agent(abc.ABC):
         one vector"); YNNPACK's gains through 256-unit layers on AVX-512 were measured leaf
         by leaf."""
         narrow = self._widest_layer <= self.ynnpack_max_width
-        return optax.flatten(optimizer) if narrow else optimizer
+        return optax.flatten(optimizer) if narrow and tuning_enabled() else optimizer
 
     def wrap_env(self, env: Env) -> Env:
         return env
