@@ -1,10 +1,10 @@
 """The end-to-end matrix's cells: one environment of each family and the cheapest agent for
 each action space it offers, with tiny budgets.
 
-Run as ``python -m tests.families CELL RESULT_DIR`` it is the fresh process of the matrix:
-it loads the result saved in ``RESULT_DIR`` (with the cell's environment object where the
-run was not on a registered id) and prints, as JSON, its actions for :func:`probe_obs` and
-its evaluation returns.
+Run as ``python -m tests.families CELL RESULT_DIR OUT`` it is the fresh process of the
+matrix: it loads the result saved in ``RESULT_DIR`` (with the cell's environment object
+where the run was not on a registered id) and writes to ``OUT``, as JSON, its actions for
+:func:`probe_obs` and its evaluation returns.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,8 +55,8 @@ class Cell:
         args = ["PPO", "--env", self.env_id, "--seeds", str(len(SEEDS))]
         args += ["--n-timesteps", str(N_TIMESTEPS), "--log-frequency", str(LOG_FREQUENCY)]
         args += ["--num-episode-test", str(NUM_EPISODE_TEST)]
-        args += ["--n-envs", "2", "--n-steps", "16", "--n-minibatches", "2"]
-        args += ["--hidden-sizes", "16", "16"]
+        for name, value in PPO_SETTINGS.items():
+            args += [f"--{name.replace('_', '-')}", *map(str, np.atleast_1d(value))]
         for name, value in self.env_params.items():
             args += ["--env-param", f"{name}={value}"]
         return args
@@ -91,12 +92,12 @@ def behaviour(result: Any) -> dict[str, list]:
     }
 
 
-def main(cell_name: str, result_dir: str) -> None:
+def main(cell_name: str, result_dir: str, out: str) -> None:
     import ajax
 
     cell = BY_NAME[cell_name]
     env = None if cell.own is None else cell.env()
-    print(json.dumps(behaviour(ajax.load(result_dir, env=env))))
+    Path(out).write_text(json.dumps(behaviour(ajax.load(result_dir, env=env))))
 
 
 if __name__ == "__main__":

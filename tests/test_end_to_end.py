@@ -52,8 +52,9 @@ def test_a_family_trains_evaluates_saves_resumes_and_runs_from_the_command_line(
     assert np.isfinite(original["returns"]).all()
 
     saved = result.save(tmp_path / "saved")
-    loaded = run([sys.executable, "-m", "tests.families", cell.name, str(saved)])
-    assert json.loads(loaded.stdout.splitlines()[-1]) == original
+    fresh = tmp_path / "fresh.json"
+    run([sys.executable, "-m", "tests.families", cell.name, str(saved), str(fresh)])
+    assert json.loads(fresh.read_text()) == original
 
     # The first of the two checkpoints continues to the same final state.
     run_dir = Path(result.log_dir)

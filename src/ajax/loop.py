@@ -14,7 +14,6 @@ compiled in, so a logged run is served by the compile cache like any other.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 import warnings
@@ -43,6 +42,7 @@ from ajax.run.lowering import lower_run, seeds_only, with_places, with_seeds
 from ajax.run.plan import RunPlan, check_positive_int, plan_run, seeds_of
 from ajax.run.program import summaries
 from ajax.run.supervise import RunInterrupted, interrupts, keyboard_interrupt, shown
+from ajax.serialization import as_json
 from ajax.watchdog import CallInterrupted, Watchdog, call_watched, dump_stacks, hang_error
 
 Progress = Callable[[int, int, dict[str, float]], None]
@@ -116,7 +116,7 @@ def train(
         checkpoint_dir = checkpoint_directory(checkpoint, directory)
         run_config["checkpoint"] = {"every": checkpoint.every, "keep": checkpoint.keep}
         run_config["checkpoint"]["dir"] = str(checkpoint_dir)
-    return _run(agent, plan, _comparable(run_config), progress, watchdog, None)
+    return _run(agent, plan, as_json(run_config), progress, watchdog, None)
 
 
 def _check_wandb(logging_config: LoggingConfig | None) -> None:
@@ -129,11 +129,6 @@ def _check_wandb(logging_config: LoggingConfig | None) -> None:
 def _check_watchdog(watchdog: Any) -> None:
     if watchdog is not None and not isinstance(watchdog, Watchdog):
         raise TypeError("watchdog must be an ajax.Watchdog or None.")
-
-
-def _comparable(value: Any) -> Any:
-    """``value`` as it reads back from JSON (tuples become lists)."""
-    return json.loads(json.dumps(value, default=str))
 
 
 def resume(
@@ -183,7 +178,7 @@ def resume(
         "n_envs": agent.n_envs,
         "hyperparameters": agent.hyperparameters(),
     }
-    differ = [k for k, v in mine.items() if _comparable(v) != _comparable(config[k])]
+    differ = [k for k, v in mine.items() if as_json(v) != as_json(config[k])]
     if differ:
         detail = "; ".join(f"{k}: checkpoint {config[k]!r}, given {mine[k]!r}" for k in differ)
         raise ValueError(

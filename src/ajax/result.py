@@ -20,7 +20,7 @@ from ajax.envs.core import SEED_AXIS, Env
 from ajax.envs.gymnax_adapter import GymnaxAdapter
 from ajax.envs.registry import is_registered
 from ajax.envs.spaces import Box, Space
-from ajax.serialization import decode_state, encode_state
+from ajax.serialization import as_json, decode_state, encode_state
 
 _STATE_FILE = "state.msgpack"
 _META_FILE = "result.json"
@@ -222,7 +222,7 @@ def check_env(env: Any, saved: dict[str, Any], where: Path) -> None:
             f"env must be an ajax Env (ajax.envs.from_gymnax(...) for a gymnax-API one), "
             f"got {type(env).__name__}."
         )
-    given = _comparable(env_spaces(env))
+    given = as_json(env_spaces(env))
     differences = [
         f"{space}.{field}: saved {saved['env_spaces'][space][field]!r}, given {value!r}"
         for space, fields in given.items()
@@ -235,11 +235,6 @@ def check_env(env: Any, saved: dict[str, Any], where: Path) -> None:
             f"{saved['env_class']}: {'; '.join(differences)}. Pass the environment it was "
             "trained on."
         )
-
-
-def _comparable(value: Any) -> Any:
-    """``value`` as it reads back from JSON."""
-    return json.loads(json.dumps(value))
 
 
 def environment_for(config: dict[str, Any], env: Env | None, where: Path, how: str) -> Env | None:

@@ -4,12 +4,19 @@ and read back into the structure of a template that checks every array."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import flax.serialization
 import jax
 import numpy as np
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists; what JSON cannot hold, its
+    ``str``), so that a config compares equal to the one saved."""
+    return json.loads(json.dumps(value, default=str))
 
 
 def encode_state(state: Any) -> bytes:
