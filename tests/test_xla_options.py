@@ -2,7 +2,6 @@
 
 import contextlib
 import re
-import threading
 import warnings
 
 import flax.linen as nn
@@ -15,25 +14,32 @@ from jax._src.interpreters import mlir
 from jax.extend.random import threefry2x32_p
 
 import ajax._program_cache
-import ajax.agents.base
+import ajax.agents.asac
+import ajax.agents.off_policy
+import ajax.agents.udrl
 import ajax.loop
 from ajax import AGENTS, ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, LoggingConfig, evaluate
 from ajax._xla import (
     BACKEND_OPT_LEVEL,
+    CHOICES,
     KERNEL_ORDER,
     TUNING_ENV,
     YNN_FUSIONS,
     YNNPACK_FORM,
+    AgentTuning,
+    active_choices,
     compiler_options,
     cpu_has_avx512,
-    layer_product,
     products_go_to_ynnpack,
+    tuned_optimizer,
+    tuning_of,
     unrolled_threefry,
     weight_gradient_form,
     weight_gradients_for,
+    without,
 )
 from ajax.critics import QEnsemble
-from ajax.nn import MLP
+from ajax.nn import MLP, dense
 from ajax.run.health import initial_health
 from ajax.run.plan import seed_key
 from ajax.run.program import segment_program
@@ -46,7 +52,7 @@ ONCE = {YNN_FUSIONS: "", BACKEND_OPT_LEVEL: 0}
 
 def test_ynnpack_is_off_for_wide_networks_but_avgs_and_a_user_choice_wins(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    monkeypatch.setattr(ajax.agents.base, "cpu_has_avx512", lambda: False)
+    monkeypatch.setattr(ajax._xla, "cpu_has_avx512", lambda: False)
     assert compiler_options(DQN(env_id="CartPole-v1")) == NO_YNNPACK  # 256 units
     assert compiler_options(SAC(env_id="Pendulum-v1")) == NO_YNNPACK
     assert compiler_options(PQN(env_id="CartPole-v1", hidden_sizes=(64, 128))) == NO_YNNPACK
@@ -62,7 +68,7 @@ def test_ynnpack_is_off_for_wide_networks_but_avgs_and_a_user_choice_wins(monkey
 
 def test_on_avx512_the_critics_and_pqns_wide_networks_go_to_ynnpack_but_dqns(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    monkeypatch.setattr(ajax.agents.base, "cpu_has_avx512", lambda: True)
+    monkeypatch.setattr(ajax._xla, "cpu_has_avx512", lambda: True)
     wide = [
         *(agent(env_id="Pendulum-v1") for agent in (SAC, TD3, REDQ, ASAC)),
         PQN(env_id="CartPole-v1", hidden_sizes=(256, 256)),
@@ -73,8 +79,9 @@ def test_on_avx512_the_critics_and_pqns_wide_networks_go_to_ynnpack_but_dqns(mon
     assert compiler_options(PPO(env_id="CartPole-v1", hidden_sizes=(128,))) == NO_YNNPACK
     # The optimiser goes over one vector by width alone.
     adam = optax.adam(1e-3)
-    assert SAC(env_id="Pendulum-v1")._flattened_if_narrow(adam) is adam
-    assert SAC(env_id="Pendulum-v1", hidden_sizes=(64, 64))._flattened_if_narrow(adam) is not adam
+    assert tuned_optimizer(SAC(env_id="Pendulum-v1"), adam) is adam
+    assert tuned_optimizer(SAC(env_id="Pendulum-v1", hidden_sizes=(64, 64)), adam) is not adam
+    assert tuned_optimizer(PPO(env_id="CartPole-v1"), adam) is adam  # no entry: never
 
 
 def test_avx512_is_read_from_the_cpus_flags(tmp_path):
@@ -96,7 +103,7 @@ def test_the_option_takes_products_from_ynnpack():
 
 def test_products_go_to_ynnpack_for_narrow_networks_unless_the_user_chooses(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    monkeypatch.setattr(ajax.agents.base, "cpu_has_avx512", lambda: False)
+    monkeypatch.setattr(ajax._xla, "cpu_has_avx512", lambda: False)
     assert products_go_to_ynnpack(PPO(env_id="CartPole-v1"))  # 64 units
     assert products_go_to_ynnpack(AVG(env_id="Pendulum-v1"))  # a batch of one
     assert not products_go_to_ynnpack(DQN(env_id="CartPole-v1"))  # 256 units
@@ -161,7 +168,7 @@ def _ensemble_gradients(obs, action):
 
 def test_weight_gradients_through_eigen_come_out_in_the_kernels_order(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    monkeypatch.setattr(ajax.agents.base, "cpu_has_avx512", lambda: False)
+    monkeypatch.setattr(ajax._xla, "cpu_has_avx512", lambda: False)
     sac = SAC(env_id="Pendulum-v1")  # 256 units: Eigen's products
     assert weight_gradient_form(sac) == KERNEL_ORDER
     assert weight_gradient_form(PQN(env_id="CartPole-v1")) == KERNEL_ORDER
@@ -198,18 +205,49 @@ def _gradient_program(dense: nn.Dense) -> str:
 
 
 def test_outside_the_block_a_layer_is_flaxs_own():
-    assert _gradient_program(nn.Dense(3, dot_general=layer_product)) == _gradient_program(
-        nn.Dense(3)
-    )
+    assert dense(3).dot_general is nn.Dense(3).dot_general
+    assert _gradient_program(dense(3)) == _gradient_program(nn.Dense(3))
 
 
 def test_a_layer_of_one_output_keeps_autodiffs_weight_gradient(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     with weight_gradients_for(PPO(env_id="CartPole-v1")):
-        one = _gradient_program(nn.Dense(1, dot_general=layer_product))
-        three = _gradient_program(nn.Dense(3, dot_general=layer_product))
+        one, three = _gradient_program(dense(1)), _gradient_program(dense(3))
     assert one == _gradient_program(nn.Dense(1))
     assert three != _gradient_program(nn.Dense(3)), "the premise: wider layers transpose"
+
+
+def test_each_choice_turns_off_alone_and_the_switch_turns_off_all(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setattr(ajax._xla, "cpu_has_avx512", lambda: False)
+    sac, ppo = SAC(env_id="Pendulum-v1"), PPO(env_id="CartPole-v1")
+    assert active_choices() == CHOICES
+    with without("products_by_width"):
+        assert compiler_options(sac) is None and products_go_to_ynnpack(sac)
+        assert weight_gradient_form(sac) == YNNPACK_FORM
+        assert compiler_options(sac, runs_once=True) == {BACKEND_OPT_LEVEL: 0}
+    with without("init_at_o0"):
+        assert compiler_options(sac, runs_once=True) == NO_YNNPACK
+    with without("weight_gradients", "flat_optimizer"):
+        assert weight_gradient_form(ppo) is None and compiler_options(ppo) is None
+        adam = optax.adam(1e-3)
+        assert tuned_optimizer(SAC(env_id="Pendulum-v1", hidden_sizes=(64,)), adam) is adam
+        assert active_choices() == ("products_by_width", "unrolled_threefry", "init_at_o0")
+    with pytest.raises(ValueError, match="Unknown tuning choices"), without("threefry"):
+        pass
+    assert active_choices() == CHOICES
+    monkeypatch.setenv(TUNING_ENV, "0")
+    assert active_choices() == ()
+    assert compiler_options(sac) is None and weight_gradient_form(sac) is None
+
+
+def test_an_agent_defined_outside_ajax_takes_the_defaults_and_subclasses_their_bases():
+    class MySAC(SAC):
+        pass
+
+    assert tuning_of(MySAC(env_id="Pendulum-v1")) == tuning_of(SAC(env_id="Pendulum-v1"))
+    assert tuning_of(REDQ(env_id="Pendulum-v1")) == tuning_of(SAC(env_id="Pendulum-v1"))
+    assert tuning_of(DQN(env_id="CartPole-v1")) == AgentTuning()
 
 
 def _loops(fn, *args) -> int:
@@ -234,57 +272,68 @@ def test_threefry_is_unrolled_in_the_block_alone_and_draws_the_same_numbers():
     assert _loops(lambda k: jax.random.split(k, 5), key) > 0
 
 
-def _unrolled_now() -> bool:
-    return threefry2x32_p not in mlir._platform_specific_lowerings["cpu"]
+def _threefry_functions(module_text: str) -> list[str]:
+    """The Threefry hash's functions in a lowered module's text."""
+    functions = module_text.split("func.func ")
+    return [f for f in functions if f.startswith("private @threefry2x32")]
 
 
-def test_every_program_of_a_run_gets_the_agents_options(monkeypatch, tmp_path):
+def _rolled(module_text: str) -> bool:
+    """Whether a lowered module hashes with JAX's CPU loop rather than unrolled."""
+    return any("stablehlo.while" in f for f in _threefry_functions(module_text))
+
+
+def test_every_program_of_a_run_is_compiled_with_the_agents_choices(monkeypatch, tmp_path):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     monkeypatch.setenv("AJAX_NO_COMPILE_CACHE", "1")
-    compiled, threads, jitted, lowered_unrolled = [], [], [], []
+    exported, compiled, called = [], [], []
     compile_, jit, export = jax.stages.Lowered.compile, jax.jit, ajax._program_cache.export
 
-    def recorded_compile(self, compiler_options=None, **kwargs):
-        compiled.append(compiler_options)
-        threads.append(threading.current_thread().name)
-        return compile_(self, compiler_options, **kwargs)
+    def kept_compile(self, compiler_options=None, **kwargs):
+        program = compile_(self, compiler_options, **kwargs)
+        compiled.append((program.as_text(), compiler_options))
+        return program
 
-    def recorded_jit(fun, **kwargs):
-        jitted.append(kwargs.get("compiler_options"))
+    def kept_export(*args):
+        program = export(*args)
+        exported.append(program.exported.mlir_module())
+        return program
+
+    def kept_jit(fun, **kwargs):
         program = jit(fun, **kwargs)
 
-        def called(*args):
-            lowered_unrolled.append(_unrolled_now())
+        def call(*args):
+            lowered = program.lower(*args)  # as the call lowers it, in the caller's blocks
+            called.append((lowered.as_text(), compile_(lowered).as_text()))
             return program(*args)
 
-        return called
+        return call
 
-    def recorded_export(*args):
-        lowered_unrolled.append(_unrolled_now())
-        return export(*args)
-
+    # Layers of 128 units: the agent's products go to Eigen.
     agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16, hidden_sizes=(128,))
-    # Whether jaxlib takes each option is probed (and cached) before compiles are recorded.
+    # Whether jaxlib takes each option is probed (and cached) before compiles are kept.
     assert compiler_options(agent) == NO_YNNPACK
     assert compiler_options(agent, runs_once=True) == ONCE
-    monkeypatch.setattr(jax.stages.Lowered, "compile", recorded_compile)
-    monkeypatch.setattr(ajax._program_cache, "export", recorded_export)
+    monkeypatch.setattr(jax.stages.Lowered, "compile", kept_compile)
+    monkeypatch.setattr(ajax._program_cache, "export", kept_export)
     logging = LoggingConfig(log_frequency=32, log_dir=tmp_path)
     result = agent.train(seed=0, n_timesteps=64, num_episode_test=1, logging_config=logging)
-    # The seeds' initialisation (run once, lowered and compiled on another thread while the
-    # segment is compiled), and the segment with its evaluation.
-    assert sorted(compiled, key=len) == [NO_YNNPACK, ONCE]
-    on_thread = [t.startswith("ajax-compile") for t in threads]
-    assert on_thread == [options == ONCE for options in compiled], (compiled, threads)
-    monkeypatch.setattr(jax, "jit", recorded_jit)
+    monkeypatch.setattr(jax, "jit", kept_jit)
     evaluate(result, num_episodes=1)
-    result.act(np.zeros(4, np.float32))
-    assert jitted == [NO_YNNPACK, NO_YNNPACK]
-    # The run's segment (lowered first), evaluate's and act's programs were lowered with
-    # Threefry unrolled; the seeds' initialisation, which runs once, with JAX's loop (a
-    # shorter compile).
-    assert lowered_unrolled == [True, False, True, True]
-    assert not _unrolled_now()
+    result.act(np.zeros(4, np.float32), deterministic=False)
+    monkeypatch.undo()
+    # The run compiled two programs: its segment, and its seeds' initialisation at O0.
+    assert sorted((options for _, options in compiled), key=len) == [NO_YNNPACK, ONCE]
+    # Every program of the run, evaluate's and act's took no product to YNNPACK...
+    texts = [text for text, _ in compiled] + [text for _, text in called]
+    assert len(texts) == 4 and not any("__ynn_fusion" in text for text in texts)
+    # ... and hashed unrolled, but the initialisation (the smaller module), which runs once
+    # and keeps JAX's loop for a shorter compile.
+    init, segment = sorted(exported, key=len)
+    for module in (segment, *(lowered for lowered, _ in called)):
+        assert _threefry_functions(module) and not _rolled(module)
+    assert _rolled(init)
+    assert "__ynn_fusion" in jax.jit(lambda x: x @ x).lower(jnp.ones((64, 64))).compile().as_text()
 
 
 def _lowered_segment(agent, tuned: bool) -> str:
@@ -313,7 +362,8 @@ def test_with_the_tuning_off_a_segment_is_what_plain_jax_lowers(name, monkeypatc
     assert compiler_options(agent) is None and compiler_options(agent, runs_once=True) is None
     off = _lowered_segment(agent, tuned=True)
     # The tuning module bypassed: no blocks, and the optimiser as the agent wrote it.
-    monkeypatch.setattr(ajax.agents.base.Agent, "_flattened_if_narrow", lambda self, o: o)
+    for module in (ajax.agents.off_policy, ajax.agents.asac, ajax.agents.udrl):
+        monkeypatch.setattr(module, "tuned_optimizer", lambda agent, optimizer: optimizer)
     assert off == _lowered_segment(make(), tuned=False)
     # Tuned, these small networks' weight gradients take YNNPACK's form, which the barrier
     # keeps apart; off, none does.

@@ -39,7 +39,7 @@ import jax
 import numpy as np
 
 from ajax import _compile_cache
-from ajax._xla import tuning_enabled, weight_gradient_form
+from ajax._xla import active_choices, weight_gradient_form
 
 #: Bumped when the stored layout changes.
 FORMAT = 1
@@ -189,7 +189,7 @@ def run_key(agent: Any, n_seeds: int, num_episode_test: int | None) -> str | Non
     # The user's XLA_FLAGS can take the products from YNNPACK, and the layers' weight
     # gradients are traced for the library that has them.
     h.update(f"weight_gradients={weight_gradient_form(agent)}".encode())
-    h.update(f"tuning={tuning_enabled()}".encode())
+    h.update(f"tuning={active_choices()}".encode())
     described = {
         "agent": f"{type(agent).__module__}.{type(agent).__qualname__}",
         "hyperparameters": agent.hyperparameters(),

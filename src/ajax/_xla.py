@@ -1,73 +1,38 @@
-"""How Ajax lowers and compiles an agent's programs for XLA.
+"""Every CPU-specific choice in how Ajax lowers and compiles an agent's programs, and the one
+switch that turns them off (``AJAX_CPU_TUNING=0``, or :func:`set_cpu_tuning`).
 
-**Matrix products.** On the CPU, the XLA of jaxlib 0.10 hands matrix products (and some
-element-wise and reduction fusions) to YNNPACK by default, and the rest to Eigen and its own
-code generator. For the batched products of updates through 256-unit layers (and ten such
-critics at once for REDQ) Eigen measured faster on a 2-core AVX2 machine: REDQ's 20 critic
-updates took a quarter less time, and DQN executed 55% faster, TD3 17%, PQN 9%, SAC 6%
-(PERFORMANCE_REPORT.md, "YNNPACK against Eigen"). Through 64-unit layers YNNPACK was the
-faster, by 7-20% for PPO and PQN; and for one-sample updates (AVG: a batch of one, so every
-product is a vector-matrix product) AVG ran a third slower without it. So an agent's
-products go to YNNPACK when its networks are narrow (:attr:`ajax.agents.base.Agent.ynnpack`)
-and its programs are compiled with that. On a CPU with AVX-512 (:func:`cpu_has_avx512`),
-where YNNPACK runs AVX-512 kernels and jaxlib's Eigen its AVX ones without FMA, the critic
-agents and PQN send 256-unit products to YNNPACK as well (10-20% faster on a 2-core Zen 4;
-DQN's were slower and stay with Eigen; PERFORMANCE_REPORT.md, "YNNPACK for wide networks
-on AVX-512"). The option is per compile, so nothing else in the process changes. It is
-left alone where the user's ``XLA_FLAGS`` names it already, off the CPU, and where this
-jaxlib does not know it.
+Each choice makes the same program faster on the CPU and leaves its results alone (bit for
+bit, except where a product's summation order changes); the design notes in
+``docs/developer-performance.md`` give the reasons and ``PERFORMANCE_REPORT.md`` the figures.
 
-**The initialisation runs once.** The seeds' initial states are computed by a program that
-runs once per run, in milliseconds, and whose compile took a fifth of a run's
-compile-and-warm-up (PERFORMANCE_REPORT.md, "Where PPO's compile goes"). It is compiled
-with XLA's backend optimisation off (:func:`compiler_options` with ``runs_once``), which
-halves its compile: the code it makes runs a few times slower, on work that takes
-milliseconds.
+- **Products by width.** XLA's CPU backend hands matrix products to YNNPACK by default.
+  Through 64-unit layers YNNPACK is the faster; through 256-unit updates Eigen is, except
+  on AVX-512, where YNNPACK's kernels win for the critic agents and PQN. An agent's programs
+  are compiled without YNNPACK's fusions where its widest layer exceeds its limit
+  (:class:`AgentTuning`, :func:`compiler_options`).
+- **Weight gradients in the products' form** (:func:`weight_gradients_for`): for YNNPACK,
+  the inputs transposed into a buffer of their own (YNNPACK takes only products contracted
+  over the left operand's last axis); for Eigen, where the agent's entry asks, the
+  contraction written inputs first so that it comes out in the kernel's order.
+- **Threefry unrolled** (:func:`unrolled_threefry`): JAX lowers the hash's 20 rounds on the
+  CPU as a loop, whose carry copies cost more than they save in programs of many small
+  random calls. The numbers drawn are the same.
+- **The initialisation at O0** (:func:`compiler_options` with ``runs_once``): it runs once,
+  in milliseconds, so a shorter compile beats faster code.
+- **The optimiser over one vector** (:func:`tuned_optimizer`): through narrow networks an
+  update is bound by its number of kernels, and one vector is a few kernels where every leaf
+  was a few.
 
-**Threefry unrolled.** Every ``jax.random`` call hashes with Threefry-2x32, whose 20 rounds
-JAX lowers on the CPU as a loop of 5 iterations (to compile large programs faster), and
-unrolled elsewhere. Inside the agents' programs, whose random calls are many and small, the
-loop costs more than it saves: each iteration is a few tiny kernels plus copies of the loop's
-carry (under the seeds' vmap, about 240 copies per environment step of PPO), where the
-unrolled rounds fuse. Lowered unrolled, the segment programs compiled 2-17% faster for PPO,
-PQN, DQN, SAC and TD3 at 1 and 8 seeds, and agent_bench's compile fell 9-21% for every agent;
-execution moved from 21% faster (DQN) to level or 5-8% slower for PQN on 64-unit layers at
-one seed (PERFORMANCE_REPORT.md, "Threefry unrolled, the initialisation at O0, YNNPACK by
-width", and "One trace per iteration", where the 15-30% first read did not reproduce).
-The hash is the same, so every random number is too. :func:`unrolled_threefry` scopes this
-to the blocks Ajax lowers its programs in, so the user's own programs keep JAX's lowering.
-The seeds' initialisation keeps the loop as well: it runs once, and rolled it is a third
-fewer instructions, which shortened its compile (on another thread, alongside the segment's
-trace) by 0.1-0.2 s for PPO and SAC (PERFORMANCE_REPORT.md, "The initialisation's Threefry").
-
-**Weight gradients in the form the products' library takes.** A layer's weight gradient
-is the product of its inputs, transposed, with the gradient of its outputs: a contraction
-over the batch, the first axis of both. YNNPACK takes a product only where its left operand
-is contracted over its last axis, so through narrow networks autodiff's weight gradients
-went to Eigen, at about half YNNPACK's speed on a 64-unit layer. Where an agent's products
-go to YNNPACK, :func:`weight_gradients_for` makes its layers (:func:`layer_product`)
-transpose their inputs into a buffer of their own for the weight gradient
-(:data:`YNNPACK_FORM`), a copy XLA would otherwise fold back into the product. At one seed
-an iteration took 0.73-0.98 of the time (AVG 0.73, PQN 0.81-0.89, PPO 0.91-0.98;
-PERFORMANCE_REPORT.md, "Weight gradients for YNNPACK"). Through Eigen that copy is pure
-cost (DQN's 256-unit updates 13% slower, bit for bit the same results). There, autodiff's
-own form costs something else: it contracts the output's gradient with the inputs and
-transposes the result, and under a vmap (the critic ensembles, and the first layers XLA
-merges into one product) XLA leaves the product transposed, so that the transposing copies
-and the optimiser's passes read it across its rows. Written with the inputs first
-(:data:`KERNEL_ORDER`), the product comes out in the kernel's own order: at the bench's
-defaults on a 2-core AVX2 machine, REDQ's iteration took 0.85 of the time, PQN's 0.95, SAC's,
-ASAC's and TD3's 0.96-0.97, but DQN's (no ensemble, batches of 64) 1.05. So the form is each
-agent's choice (:attr:`ajax.agents.base.Agent.kernel_order_gradients`): the critic agents and
-PQN take it, and the others keep autodiff's (PERFORMANCE_REPORT.md, "Weight gradients in the
-kernel's order").
+:data:`TUNING` holds each agent's entry. JAX's private lowering rules (for Threefry) are
+reached lazily; where this JAX lacks them, runs go on with one warning.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
+import dataclasses
 import functools
+import math
 import os
 import warnings
 from collections.abc import Iterator
@@ -77,13 +42,25 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax import lax
 
 from ajax._compile_cache import cpuinfo_field
+from ajax.nn.mlp import layer_products
 
 #: ``AJAX_CPU_TUNING=0`` turns every choice of this module off: the programs are then what
 #: plain JAX lowers and XLA compiles by default.
 TUNING_ENV = "AJAX_CPU_TUNING"
+#: The choices, each of which :func:`without` can turn off alone (for A/B measurements).
+CHOICES = (
+    "products_by_width",
+    "weight_gradients",
+    "unrolled_threefry",
+    "init_at_o0",
+    "flat_optimizer",
+)
+#: The choices turned off in this process by :func:`without`.
+_TURNED_OFF: set[str] = set()
 
 
 def tuning_enabled() -> bool:
@@ -95,6 +72,97 @@ def set_cpu_tuning(enabled: bool) -> None:
     """Turn this module's choices on or off for the programs lowered from now on, as
     ``AJAX_CPU_TUNING`` does (and for processes this one starts)."""
     os.environ[TUNING_ENV] = "1" if enabled else "0"
+
+
+def applies(choice: str) -> bool:
+    """Whether ``choice`` (one of :data:`CHOICES`) applies to programs lowered now."""
+    return tuning_enabled() and choice not in _TURNED_OFF
+
+
+def active_choices() -> tuple[str, ...]:
+    """The choices that apply now: part of the program cache's key."""
+    return tuple(choice for choice in CHOICES if applies(choice))
+
+
+@contextlib.contextmanager
+def without(*choices: str) -> Iterator[None]:
+    """Within the block, ``choices`` are off for every program lowered and every agent built,
+    the rest as they were: how ``benchmarks/tuning_ab.py`` measures one choice at a time."""
+    unknown = set(choices) - set(CHOICES)
+    if unknown:
+        raise ValueError(f"Unknown tuning choices {sorted(unknown)}; they are {list(CHOICES)}.")
+    added = set(choices) - _TURNED_OFF
+    _TURNED_OFF.update(added)
+    try:
+        yield
+    finally:
+        _TURNED_OFF.difference_update(added)
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentTuning:
+    """One agent's CPU choices, by the width of its widest hidden layer (its config's
+    ``hidden_sizes``; 0 where it names none)."""
+
+    #: The widest layer whose products go to YNNPACK; wider go to Eigen.
+    ynnpack_max_width: float = 64
+    #: The same on a CPU with AVX-512 (:func:`cpu_has_avx512`).
+    ynnpack_max_width_avx512: float = 64
+    #: Where its products go to Eigen, whether its weight gradients are written in the
+    #: kernel's order (:data:`KERNEL_ORDER`) rather than autodiff's.
+    kernel_order_gradients: bool = False
+    #: The widest layer at which its optimiser runs over one vector (:func:`tuned_optimizer`).
+    flat_optimizer_max_width: float = 0
+
+
+_CRITICS = AgentTuning(
+    ynnpack_max_width_avx512=math.inf, kernel_order_gradients=True, flat_optimizer_max_width=64
+)
+#: Each agent's entry, found by class name along the agent's bases (REDQ and ASAC take SAC's);
+#: an agent with none takes :class:`AgentTuning`'s defaults. The critic agents' and PQN's
+#: 256-unit updates run faster through YNNPACK on AVX-512 and in the kernel's order through
+#: Eigen; AVG's updates are of one sample (vector-matrix products), faster through YNNPACK at
+#: any width; narrow networks' optimisers are bound by their kernel count. DQN's updates (no
+#: ensemble, batches of 64) measured slower in both YNNPACK and the kernel's order.
+TUNING: dict[str, AgentTuning] = {
+    "SAC": _CRITICS,
+    "TD3": _CRITICS,
+    "PQN": AgentTuning(ynnpack_max_width_avx512=math.inf, kernel_order_gradients=True),
+    "AVG": AgentTuning(ynnpack_max_width=math.inf, ynnpack_max_width_avx512=math.inf),
+    "UDRL": AgentTuning(flat_optimizer_max_width=64),
+}
+
+
+def tuning_of(agent: Any) -> AgentTuning:
+    """``agent``'s entry in :data:`TUNING`: that of the first of its classes, from its own
+    along its bases, that is one of Ajax's agents and has one."""
+    for cls in type(agent).__mro__:
+        if cls.__module__.startswith("ajax.agents.") and cls.__name__ in TUNING:
+            return TUNING[cls.__name__]
+    return AgentTuning()
+
+
+def _widest_layer(agent: Any) -> int:
+    """The widest hidden layer ``agent``'s config names (``hidden_sizes``), 0 if none."""
+    return max(getattr(agent.config, "hidden_sizes", ()), default=0)
+
+
+def _narrow_for_ynnpack(agent: Any) -> bool:
+    """Whether ``agent``'s layers are narrow enough for its products to go to YNNPACK."""
+    entry = tuning_of(agent)
+    limit = entry.ynnpack_max_width_avx512 if cpu_has_avx512() else entry.ynnpack_max_width
+    return _widest_layer(agent) <= limit
+
+
+def tuned_optimizer(
+    agent: Any, optimizer: optax.GradientTransformation
+) -> optax.GradientTransformation:
+    """``optimizer`` over one vector of every parameter (``optax.flatten``) where ``agent``'s
+    layers are no wider than its entry's ``flat_optimizer_max_width``; as given otherwise.
+    Through wider layers concatenating the gradients and splitting the step cost more than
+    they saved."""
+    narrow = _widest_layer(agent) <= tuning_of(agent).flat_optimizer_max_width
+    return optax.flatten(optimizer) if narrow and applies("flat_optimizer") else optimizer
 
 
 #: The option's name; the empty list turns every YNNPACK fusion off.
@@ -117,13 +185,16 @@ def _understood(option: str, value: Any) -> bool:
 
 def compiler_options(agent: Any, runs_once: bool = False) -> dict[str, Any] | None:
     """The options to compile ``agent``'s programs with, or None for XLA's defaults;
-    ``runs_once`` for a program that runs once per run (the seeds' initialisation)."""
-    if jax.default_backend() != "cpu" or not tuning_enabled():
+    ``runs_once`` for a program that runs once per run (the seeds' initialisation). An option
+    the user's ``XLA_FLAGS`` name is left to them."""
+    if jax.default_backend() != "cpu":
         return None
     options: dict[str, Any] = {}
-    if not agent.ynnpack and not _user_sets(YNN_FUSIONS) and _understood(YNN_FUSIONS, ""):
+    to_eigen = applies("products_by_width") and not _narrow_for_ynnpack(agent)
+    if to_eigen and not _user_sets(YNN_FUSIONS) and _understood(YNN_FUSIONS, ""):
         options[YNN_FUSIONS] = ""
-    if runs_once and not _user_sets(BACKEND_OPT_LEVEL) and _understood(BACKEND_OPT_LEVEL, 0):
+    at_o0 = runs_once and applies("init_at_o0")
+    if at_o0 and not _user_sets(BACKEND_OPT_LEVEL) and _understood(BACKEND_OPT_LEVEL, 0):
         options[BACKEND_OPT_LEVEL] = 0
     return options or None
 
@@ -169,7 +240,7 @@ def unrolled_threefry() -> Iterator[None]:
     own; the block takes the CPU's away, so the common rule applies, and puts it back after.
     A no-op with the tuning off, or where JAX's rules cannot be reached.
     """
-    rules = _cpu_lowering_rules() if tuning_enabled() else None
+    rules = _cpu_lowering_rules() if applies("unrolled_threefry") else None
     if rules is None:
         yield
         return
@@ -182,12 +253,6 @@ def unrolled_threefry() -> Iterator[None]:
             cpu_rules[threefry2x32_p] = rolled
 
 
-#: The weight gradients :func:`layer_product` traces (:data:`YNNPACK_FORM`,
-#: :data:`KERNEL_ORDER`, or None for autodiff's own); set at trace time by
-#: :func:`weight_gradients_for`.
-_WEIGHT_GRADIENTS: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "weight_gradients", default=None
-)
 #: The inputs transposed into a buffer of their own first, so that YNNPACK takes the product.
 YNNPACK_FORM = "ynnpack"
 #: One contraction over the batch axes, written inputs first, so that the product comes out
@@ -196,52 +261,51 @@ KERNEL_ORDER = "kernel-order"
 
 
 def products_go_to_ynnpack(agent: Any) -> bool:
-    """Whether ``agent``'s programs hand their matrix products to YNNPACK: on the CPU, for
-    narrow networks (:attr:`ajax.agents.base.Agent.ynnpack`), unless the user's
-    ``XLA_FLAGS`` choose the YNNPACK fusions themselves."""
-    return jax.default_backend() == "cpu" and agent.ynnpack and not _user_sets(YNN_FUSIONS)
+    """Whether ``agent``'s programs hand their matrix products to YNNPACK: on the CPU, unless
+    its layers are too wide for its entry or the user's ``XLA_FLAGS`` choose the YNNPACK
+    fusions themselves."""
+    if jax.default_backend() != "cpu" or _user_sets(YNN_FUSIONS):
+        return False
+    return not applies("products_by_width") or _narrow_for_ynnpack(agent)
 
 
 def weight_gradient_form(agent: Any) -> str | None:
     """The form of ``agent``'s layers' weight gradients: :data:`YNNPACK_FORM` where its
-    products go to YNNPACK, :data:`KERNEL_ORDER` where they go to Eigen on the CPU and the
-    agent takes it (:attr:`ajax.agents.base.Agent.kernel_order_gradients`), else None
-    (autodiff's own, and always off the CPU)."""
-    if not tuning_enabled():
+    products go to YNNPACK, :data:`KERNEL_ORDER` where they go to Eigen on the CPU and its
+    entry asks, else None (autodiff's own, and always off the CPU)."""
+    if not applies("weight_gradients"):
         return None
     if products_go_to_ynnpack(agent):
         return YNNPACK_FORM
     eigen = jax.default_backend() == "cpu"
-    return KERNEL_ORDER if eigen and agent.kernel_order_gradients else None
+    return KERNEL_ORDER if eigen and tuning_of(agent).kernel_order_gradients else None
 
 
 @contextlib.contextmanager
 def weight_gradients_for(agent: Any) -> Iterator[None]:
-    """Within the block (on this thread), :func:`layer_product` traces its weight gradients
-    in ``agent``'s form (:func:`weight_gradient_form`)."""
-    token = _WEIGHT_GRADIENTS.set(weight_gradient_form(agent))
-    try:
+    """Within the block (on this thread), the layers :func:`ajax.nn.dense` makes take their
+    weight gradients in ``agent``'s form (:func:`weight_gradient_form`); Flax's own where it
+    has none."""
+    form = weight_gradient_form(agent)
+    product = None if form is None else functools.partial(layer_product, form)
+    with layer_products(product):
         yield
-    finally:
-        _WEIGHT_GRADIENTS.reset(token)
 
 
 def layer_product(
+    form: str,
     inputs: jax.Array,
     kernel: jax.Array,
     dimension_numbers: Any,
     precision: Any = None,
     preferred_element_type: Any = None,
 ) -> jax.Array:
-    """A dense layer's product (``flax.linen.Dense``'s ``dot_general``): ``lax.dot_general``
-    itself, except inside :func:`weight_gradients_for` an agent with a form of its own,
-    where a layer's product (the inputs' last axis with the kernel's first, at the default
-    precision) takes its weight gradient in that form. The YNNPACK form leaves a layer of
-    one output to autodiff (:func:`_ynnpack_takes_gradient`)."""
-    form = _WEIGHT_GRADIENTS.get()
+    """A dense layer's product (``flax.linen.Dense``'s ``dot_general``) with its weight
+    gradient in ``form``: for a layer's product (the inputs' last axis with the kernel's
+    first, at the default precision); ``lax.dot_general`` itself for any other. The YNNPACK
+    form leaves a layer of one output to autodiff (:func:`_ynnpack_takes_gradient`)."""
     layer = (((inputs.ndim - 1,), (0,)), ((), ()))
-    plain = precision is None and preferred_element_type is None
-    ours = form is not None and dimension_numbers == layer and plain
+    ours = dimension_numbers == layer and precision is None and preferred_element_type is None
     if ours and form == KERNEL_ORDER:
         return _product_in_kernel_order(inputs, kernel)
     if ours and _ynnpack_takes_gradient(kernel):
@@ -259,7 +323,7 @@ def _ynnpack_takes_gradient(kernel: jax.Array) -> bool:
     """Whether YNNPACK would take the weight gradient of a layer with ``kernel``: not for a
     layer of one output (a critic's last), whose gradient is a matrix-vector product, which
     YNNPACK refuses and XLA's own emitter takes in either form, so that the transpose would
-    be pure cost (PERFORMANCE_REPORT.md, "Critics' last layers")."""
+    be pure cost."""
     return kernel.shape[-1] > 1
 
 

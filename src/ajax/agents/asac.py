@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ajax._xla import tuned_optimizer
 from ajax.agents.base import hyperparameter, override
 from ajax.agents.off_policy import Learner
 from ajax.agents.sac import SAC, SACConfig
@@ -90,7 +91,7 @@ class ASAC(SAC):
         c = self.config
         clip = optax.clip_by_global_norm(c.max_grad_norm)
         self._optimizers = {
-            name: self._flattened_if_narrow(optax.chain(clip, optax.adam(lr)))
+            name: tuned_optimizer(self, optax.chain(clip, optax.adam(lr)))
             for name, lr in (("actor", c.actor_learning_rate), ("critic", c.learning_rate))
         }
 

@@ -170,9 +170,6 @@ class AVG(Agent):
     Config = AVGConfig
     action_spaces = (Box,)
     default_n_envs = 1
-    # One sample per update: YNNPACK's vector-matrix products ran a third faster than
-    # Eigen's here (PERFORMANCE_REPORT.md, "YNNPACK against Eigen").
-    ynnpack = True
 
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)

@@ -49,9 +49,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import jax
-import optax
 
-from ajax._xla import cpu_has_avx512, tuning_enabled
 from ajax.acting import EnvCursor
 from ajax.envs import Box, Discrete, Env, make_env
 from ajax.envs.wrappers import copies
@@ -151,14 +149,6 @@ class Agent(abc.ABC):
     action_spaces: ClassVar[tuple[type, ...]] = (Discrete, Box)
     #: Environment copies per seed when the user does not say.
     default_n_envs: ClassVar[int] = 1
-    #: The widest hidden layer whose products go to YNNPACK on the CPU (see :attr:`ynnpack`).
-    ynnpack_max_width: ClassVar[float] = 64
-    #: The same, on a CPU with AVX-512 (:func:`ajax._xla.cpu_has_avx512`).
-    ynnpack_max_width_avx512: ClassVar[float] = 64
-    #: Whether, where its products go to Eigen, the agent's layers write their weight
-    #: gradients in the kernel's order (:data:`ajax._xla.KERNEL_ORDER`) rather than as
-    #: autodiff does: for the agents where it was measured the faster.
-    kernel_order_gradients: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -222,42 +212,6 @@ class Agent(abc.ABC):
     @property
     def steps_per_iteration(self) -> int:
         return self.n_envs
-
-    @property
-    def ynnpack(self) -> bool:
-        """Whether XLA may hand this agent's matrix products to YNNPACK on the CPU (its
-        default) rather than Eigen (:mod:`ajax._xla`): for networks no wider than
-        :attr:`ynnpack_max_width` units. On 2 cores, YNNPACK ran PPO and PQN with 64-unit
-        layers 7-20% faster, at 1 seed and 8; Eigen ran the 256-unit updates of DQN, PQN,
-        SAC, TD3 and REDQ 6-55% faster (PERFORMANCE_REPORT.md, "YNNPACK against Eigen").
-        On a CPU with AVX-512 the limit is :attr:`ynnpack_max_width_avx512`: YNNPACK picks
-        its kernels for the CPU it runs on, where jaxlib's Eigen kernels are built for AVX
-        without FMA, and there the 256-unit updates of SAC, TD3, REDQ, ASAC and PQN ran
-        10-20% faster through YNNPACK, DQN's 7.5% slower (PERFORMANCE_REPORT.md, "YNNPACK
-        for wide networks on AVX-512"). An agent whose config names no ``hidden_sizes``
-        keeps XLA's default, YNNPACK."""
-        limit = self.ynnpack_max_width_avx512 if cpu_has_avx512() else self.ynnpack_max_width
-        return self._widest_layer <= limit
-
-    @property
-    def _widest_layer(self) -> int:
-        """The widest hidden layer the config names (``hidden_sizes``), 0 if none."""
-        return max(getattr(self.config, "hidden_sizes", ()), default=0)
-
-    def _flattened_if_narrow(
-        self, optimizer: optax.GradientTransformation
-    ) -> optax.GradientTransformation:
-        """``optimizer`` over one vector of every parameter (``optax.flatten``) where the
-        networks are narrow (at most :attr:`ynnpack_max_width` units), leaf by leaf
-        otherwise. Through narrow networks an update is bound by its number of kernels, and
-        the optimiser over one vector is a few kernels where it was a few per leaf: SAC's and
-        TD3's segments compiled faster at 64 units, executing as fast, and UDRL ran 2%
-        faster. Through 256-unit layers, concatenating the gradients and splitting the step
-        cost more than they saved (TD3 5% slower) (PERFORMANCE_REPORT.md, "The optimiser over
-        one vector"); YNNPACK's gains through 256-unit layers on AVX-512 were measured leaf
-        by leaf."""
-        narrow = self._widest_layer <= self.ynnpack_max_width
-        return optax.flatten(optimizer) if narrow and tuning_enabled() else optimizer
 
     def wrap_env(self, env: Env) -> Env:
         return env

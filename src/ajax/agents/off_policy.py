@@ -17,7 +17,6 @@ what follows a critic update (:meth:`_after_critic`: the targets move) and an ac
 from __future__ import annotations
 
 import abc
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +25,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from ajax._xla import tuned_optimizer
 from ajax.acting import EnvCursor, PolicyFn
 from ajax.agents.base import hyperparameter
 from ajax.agents.replay import ReplayAgent, ReplayConfig
@@ -77,13 +77,6 @@ class OffPolicyAgent(ReplayAgent):
 
     action_spaces = (Box,)
     default_n_envs = 1
-    # The critics' 256-unit updates on batches of 256 ran 10-20% faster through YNNPACK on
-    # AVX-512 (PERFORMANCE_REPORT.md, "YNNPACK for wide networks on AVX-512").
-    ynnpack_max_width_avx512 = math.inf
-    # Through Eigen the critic ensembles' updates took 0.85 (REDQ's ten critics) to 0.97
-    # (two) of the time with the weight gradients in the kernel's order (PERFORMANCE_REPORT.md,
-    # "Weight gradients in the kernel's order").
-    kernel_order_gradients = True
 
     def with_params(self, state: OffPolicyState, params: dict[str, Any]) -> OffPolicyState:
         return state.replace(learner=state.learner.replace(params=params))
@@ -100,7 +93,7 @@ class OffPolicyAgent(ReplayAgent):
             )
         self._action_dim = int(jnp.prod(jnp.asarray(self.env.action_space.shape)))
         self.critic = QEnsemble(c.hidden_sizes, c.activation, c.n_critics)
-        self._adam = self._flattened_if_narrow(optax.adam(c.learning_rate))
+        self._adam = tuned_optimizer(self, optax.adam(c.learning_rate))
 
     # What a subclass provides.
 

@@ -15,7 +15,6 @@ LeCun-normal default); the learning test passes with it.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,12 +71,6 @@ class PQN(OnPolicyAgent, QLearningAgent):
 
     Config = PQNConfig
     default_n_envs = 32
-    # Its 256-unit updates ran 15% faster through YNNPACK on AVX-512 (PERFORMANCE_REPORT.md,
-    # "YNNPACK for wide networks on AVX-512").
-    ynnpack_max_width_avx512 = math.inf
-    # Its 256-unit updates through Eigen took 0.95 of the time with the weight gradients in
-    # the kernel's order (PERFORMANCE_REPORT.md, "Weight gradients in the kernel's order").
-    kernel_order_gradients = True
 
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)

@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from ajax._xla import tuned_optimizer
 from ajax.acting import EnvCursor, PolicyFn, Transition, episode_metrics, rollout
 from ajax.agents.base import Agent, hyperparameter
 from ajax.buffers import Episodes, EpisodeStore
@@ -137,7 +138,7 @@ class UDRL(Agent):
         if not c.hidden_sizes:
             raise ValueError("hidden_sizes needs at least the embedding width, e.g. (64, 64).")
         self.network = _Behaviour(c.hidden_sizes, self.env.action_space.n)
-        self._optimizer = self._flattened_if_narrow(optax.adam(c.learning_rate))
+        self._optimizer = tuned_optimizer(self, optax.adam(c.learning_rate))
         self._max_length = self.env.max_episode_steps
 
     @property

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from ajax._xla import layer_product
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "tanh": nn.tanh,
@@ -22,10 +22,32 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 }
 
 
+#: The product of the layers :func:`dense` makes while it is set (:func:`layer_products`);
+#: None for Flax's own.
+_LAYER_PRODUCT: contextvars.ContextVar[Callable[..., jax.Array] | None] = contextvars.ContextVar(
+    "layer_product", default=None
+)
+
+
+@contextlib.contextmanager
+def layer_products(product: Callable[..., jax.Array] | None) -> Iterator[None]:
+    """Within the block (on this thread), the layers :func:`dense` makes compute ``product``
+    (a ``lax.dot_general`` replacement; None for Flax's own). Layers are made when a module
+    is applied, so this reaches every layer of a network traced inside the block: how the
+    CPU tuning (:func:`ajax._xla.weight_gradients_for`) chooses the weight gradients' form."""
+    token = _LAYER_PRODUCT.set(product)
+    try:
+        yield
+    finally:
+        _LAYER_PRODUCT.reset(token)
+
+
 def dense(size: int, **kwargs: Any) -> nn.Dense:
-    """``flax.linen.Dense`` with Ajax's layer product (:func:`ajax._xla.layer_product`), so its
-    weight gradient takes the form YNNPACK computes where an agent's products go to it."""
-    return nn.Dense(size, dot_general=layer_product, **kwargs)
+    """``flax.linen.Dense``, computing the product :func:`layer_products` sets, if any."""
+    product = _LAYER_PRODUCT.get()
+    if product is not None:
+        kwargs["dot_general"] = product
+    return nn.Dense(size, **kwargs)
 
 
 def _dense(size: int, fan_in: int, init: str, gain: float) -> nn.Dense:
