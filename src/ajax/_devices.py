@@ -66,13 +66,15 @@ def requested_cpu_devices() -> int:
 
 def configure() -> int | None:
     """At import: one JAX CPU device per usable core (see the module docstring). Returns the
-    count set, or None where it was left to JAX or the user."""
-    from jax._src import xla_bridge
-
+    count set, or None where it was left to JAX or the user, or JAX had already started (it
+    then refuses the setting, and :func:`_warn_if_unsplit` tells a multi-seed run why)."""
     count = requested_cpu_devices()
-    if _user_chose() or xla_bridge.backends_are_initialized():
+    if _user_chose():
         return None
-    jax.config.update("jax_num_cpu_devices", count)
+    try:
+        jax.config.update("jax_num_cpu_devices", count)
+    except RuntimeError:
+        return None
     return count
 
 
