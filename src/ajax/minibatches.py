@@ -36,11 +36,9 @@ def fit_minibatches(
     normalisation scales are read through slices of the vector that XLA fuses into the
     element-wise kernels using them. A minibatch step then ends in one kernel per matrix and
     one for the vector, where it ended in one per leaf. XLA's CPU runtime hands half of the
-    kernels ready at once to another thread when more than eight are ready, and every
-    leaf's update is ready at once: on two cores each step moved to the other core, about
-    70 us each time (PQN's 64-unit step ended in ten kernels, PPO's in twelve). Carried
-    apart, an iteration at one seed took 0.74-0.85 of the time for PQN, 0.78 for APO and
-    0.89-0.93 for PPO; at 8 seeds, 0.99-1.05 (PERFORMANCE_REPORT.md, "The fit's kernels
+    ready kernels to another thread when more than eight are ready at once, as every leaf's
+    update is: on two cores each step then moved between cores, a cost that exceeded the
+    update itself for narrow networks at one seed (PERFORMANCE_REPORT.md, "The fit's kernels
     ready at once")."""
     key, epochs_key = jax.random.split(state.key)
     size = jax.tree.leaves(batch)[0].shape[0]
@@ -76,9 +74,8 @@ def permutation(key: jax.Array, n: int) -> jax.Array:
     JAX shuffles by sorting ``arange(n)`` under random 32-bit keys (``lax.sort_key_val``,
     stable, so equal keys keep their order), in one round or more by ``n``. XLA's CPU runtime
     sorts a lone integer array with a direct comparison but calls a compiled comparator for
-    every comparison of a key-value sort: JAX's shuffle of 512 took 70 us against 24 us here,
-    2.2-4.6 times as long from 100 to 65,536 elements (``benchmarks/shuffle_bench.py``;
-    PERFORMANCE_REPORT.md, "The shuffle's sort"). So each
+    every comparison of a key-value sort, which made JAX's shuffle several times slower than
+    a sort of one operand (PERFORMANCE_REPORT.md, "The shuffle's sort"). So each
     round's stable order is a radix sort over the keys' two 16-bit halves, low half first
     (:func:`_stable_argsort`). Beyond 65,536 elements a position no longer fits in 16 bits,
     and JAX's own shuffle runs."""

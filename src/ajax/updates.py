@@ -52,7 +52,7 @@ def clipped_over_one_vector(
 ) -> optax.GradientTransformation:
     """Gradients clipped by their global norm, then ``direction``, computed over one vector
     of every parameter (``optax.flatten``) rather than leaf by leaf: an update is then a few
-    kernels where it was a few per leaf (the norm alone was a reduction per leaf). PPO's
-    segment compiled a tenth faster, and DQN's and PQN's default updates (256 units) ran
-    15-20% faster (PERFORMANCE_REPORT.md, "The optimiser over one vector")."""
+    kernels where it was a few per leaf (the norm alone was a reduction per leaf), which
+    compiled and ran faster for the agents that use it (PERFORMANCE_REPORT.md, "The optimiser
+    over one vector")."""
     return optax.flatten(optax.chain(optax.clip_by_global_norm(max_grad_norm), direction))
