@@ -1,6 +1,6 @@
 """AVG: the TD-error scaler against a NumPy port of the reference's, the penultimate
-normalisation, one update against a hand-computed Adam step with beta 1 = 0, and learning
-Pendulum without a buffer. The probes are in test_continuous_probes.py."""
+normalisation, one update against Adam with beta 1 = 0 on gradients by the chain rule, and
+learning Pendulum without a buffer. The probes are in test_continuous_probes.py."""
 
 import jax
 import jax.numpy as jnp
@@ -90,8 +90,11 @@ def test_penultimate_features_have_unit_norm():
 
 
 def _hand_gradients(agent, env, state):
-    """The actor's and the critic's gradients of one iteration from ``state``, written out
-    from the paper's losses, and sigma."""
+    """The actor's and the critic's gradients of one iteration from ``state``, by the chain
+    rule on the paper's update (Vasan et al. 2024, Algorithm 1) rather than by differentiating
+    a loss: the actor's ``alpha * d log pi(a|s) - dQ/da * da/dtheta`` and the critic's
+    ``-2 delta dQ / sigma^2``, each term a product of its own, with the TD target computed
+    apart. A wrong sign, term or action in avg.py's losses then shows."""
     c = agent.config
     _, act_key, step_key, next_key = jax.random.split(state.key, 4)
     params = state.params
@@ -100,25 +103,29 @@ def _hand_gradients(agent, env, state):
         return agent.policy(params, obs).sample(act_key).reshape(-1, 1), carry, ()
 
     _, step, _ = actor_step(env, behaviour, params, state.cursor, step_key)
+    n = step.obs.shape[0]
 
-    def actor_loss(actor_params):
-        action, log_prob = agent.policy({"actor": actor_params}, step.obs).sample_and_log_prob(
-            act_key
-        )
-        q = agent.q_values(params, step.obs, action)
-        return (c.alpha * log_prob - q).mean(), log_prob
+    def sample(actor_params):
+        policy = agent.policy({"actor": actor_params}, step.obs)
+        return policy.sample_and_log_prob(act_key)
 
-    actor_grads, log_prob = jax.grad(actor_loss, has_aux=True)(params["actor"])
-    scaler = state.scaler.update(step.reward - c.alpha * log_prob, step.terminated, c.gamma)
+    action, log_prob = sample(params["actor"])
+    dq_da = jax.grad(lambda a: agent.q_values(params, step.obs, a).sum())(action)
+    (through_q,) = jax.vjp(lambda p: sample(p)[0], params["actor"])[1](dq_da / n)
+    (through_log_prob,) = jax.vjp(lambda p: sample(p)[1], params["actor"])[1](
+        jnp.full(log_prob.shape, c.alpha / n)
+    )
+    actor = jax.tree.map(jnp.subtract, through_log_prob, through_q)
+
+    sigma = state.scaler.update(step.reward - c.alpha * log_prob, step.terminated, c.gamma).sigma
     next_action, next_log_prob = agent.policy(params, step.next_obs).sample_and_log_prob(next_key)
-    next_value = agent.q_values(params, step.next_obs, next_action) - c.alpha * next_log_prob
-    target = step.reward + c.gamma * (1 - step.terminated) * next_value
-
-    def critic_loss(critic_params):
-        q = agent.q_values({"critic": critic_params}, step.obs, step.action)
-        return (((target - q) / scaler.sigma) ** 2).mean()
-
-    return {"actor": actor_grads, "critic": jax.grad(critic_loss)(params["critic"])}
+    soft_next = agent.q_values(params, step.next_obs, next_action) - c.alpha * next_log_prob
+    target = step.reward + c.gamma * (1.0 - step.terminated) * soft_next
+    q, q_vjp = jax.vjp(
+        lambda p: agent.q_values({"critic": p}, step.obs, step.action), params["critic"]
+    )
+    (critic,) = q_vjp(-2.0 * (target - q) / (sigma**2 * n))
+    return {"actor": actor, "critic": critic}
 
 
 def test_two_updates_are_adam_steps_with_no_momentum():
