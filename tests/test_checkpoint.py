@@ -107,7 +107,7 @@ def test_an_interrupt_finishes_the_segment_in_flight_and_checkpoints_it(
     """Ctrl-C during segment 4 (with checkpoints every 3): the segment finishes, its rows are
     written and it is checkpointed, and the error says how to resume."""
     # The initialisation, then segments 1-4.
-    monkeypatch.setattr(ajax.loop, "call_watched", interrupting_call(5, "SIGTERM"))
+    monkeypatch.setattr(ajax.run.host, "call_watched", interrupting_call(5, "SIGTERM"))
     config = LoggingConfig(log_frequency=FREQUENCY, log_dir=tmp_path, run_name="stopped")
     with pytest.raises(ajax.RunInterrupted) as stopped:
         small_ppo().train(

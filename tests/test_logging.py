@@ -256,7 +256,7 @@ def test_an_interrupt_lets_the_segment_in_flight_finish_and_writes_its_rows(
     rows are written before the run stops (XLA cannot stop a program, and one left running
     can abort the interpreter's exit)."""
     # The initialisation, then segments 1-3.
-    monkeypatch.setattr(ajax.loop, "call_watched", interrupting_call(4))
+    monkeypatch.setattr(ajax.run.host, "call_watched", interrupting_call(4))
     config = LoggingConfig(log_frequency=64, log_dir=tmp_path, run_name="stopped")
     with pytest.raises(ajax.RunInterrupted, match=r"\(Ctrl-C\) after 192 of 640 steps"):
         PPO(env_id="CartPole-v1", n_envs=2, n_steps=16).train(
