@@ -9,7 +9,7 @@ steps/s and compile time.
 
     JAX_PLATFORMS=cpu python benchmarks/ab.py REV_A REV_B [--agents PPO DQN] [--rounds 4]
         [--log-frequency 2000] [--n-timesteps 20000] [--set learning_starts=10_000]
-        [--seeds 8] [--process-per-agent] [--out benchmarks/ab.jsonl]
+        [--seeds 8] [--process-per-agent] [--out benchmarks/results/ab.jsonl]
 
 By default one process runs every agent of a trial, so only the first agent's compile pays
 what a fresh process pays once (JAX's first lowering, the eager operations' programs);

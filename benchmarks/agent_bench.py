@@ -8,21 +8,23 @@ compiled again. Reported per agent, as the median of the trials:
 * whole-run steps/s: steps over the wall time of the whole ``train`` call;
 * compile and warm-up s: tracing, lowering and compiling the run's programs.
 
-Results go to a JSON-lines file and are compared with ``benchmarks/baseline.jsonl``: an agent
-more than 10% slower in execution steps/s than its baseline is flagged, and the script exits
-with status 1. ``--peer rejax`` times rejax's implementation of the same agent under the same
+Results go to a JSON-lines file (``benchmarks/results/latest.jsonl`` unless ``--out`` names
+another) and are compared with ``benchmarks/results/baseline.jsonl``: an agent more than 10%
+slower in execution steps/s than its baseline is flagged, and the script exits with status 1.
+``--peer rejax`` times rejax's implementation of the same agent under the same
 protocol, in the same process, and prints Ajax's speed over rejax's; ``--peer brax`` does the
 same for APG against Brax's trainer. ``--seeds N`` runs N seeds in one program on both sides
 (rejax's train vmapped over seed keys); ``--rejax-buffers`` gives the replay agents rejax's
 default buffer (131,072 transitions) on both sides instead of the bench's.
 
-``--goals`` runs the comparison that PERFORMANCE_REPORT.md's goals against rejax are judged
-on: PPO, PQN, DQN, SAC and TD3 at budgets where execution dominates (100k steps for PPO and
-PQN, 10k for the others), rejax's default buffers, and prints each ratio against its goal
-(Ajax's execution time at most 1/1.5 of rejax's; its compile time at most rejax's).
+``--goals`` runs the comparison the goals against rejax are judged on (PERFORMANCE_REPORT.md,
+"Against rejax"): PPO, PQN, DQN, SAC and TD3 at budgets where execution dominates (100k
+steps for PPO and PQN, 10k for the others), rejax's default buffers, and prints each ratio
+against its goal (Ajax's execution time at most 1/1.5 of rejax's; its compile time at most
+rejax's).
 
     JAX_PLATFORMS=cpu python benchmarks/agent_bench.py [--agents PPO] [--peer rejax|brax]
-        [--out benchmarks/latest.jsonl] [--record-baseline] [--n-timesteps N]
+        [--out benchmarks/results/latest.jsonl] [--record-baseline] [--n-timesteps N]
         [--set NAME=VALUE ...] [--seeds N] [--rejax-buffers] [--goals]
 """
 
@@ -55,7 +57,8 @@ if TYPE_CHECKING:
     from ajax.run.plan import RunPlan
 
 HERE = Path(__file__).resolve().parent
-BASELINE = HERE / "baseline.jsonl"
+RESULTS = HERE / "results"
+BASELINE = RESULTS / "baseline.jsonl"
 N_ENVS, N_TIMESTEPS, TRIALS, REGRESSION = 4, 8_000, 3, 0.10
 #: rejax 0.1.3's default replay capacity (its ReplayMixin).
 REJAX_BUFFER = 131_072
@@ -414,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", nargs="+", default=sorted(TASKS), choices=sorted(TASKS))
     parser.add_argument("--peer", choices=sorted(PEERS), default=None)
-    parser.add_argument("--out", type=Path, default=HERE / "latest.jsonl")
+    parser.add_argument("--out", type=Path, default=RESULTS / "latest.jsonl")
     parser.add_argument("--baseline", type=Path, default=BASELINE)
     parser.add_argument(
         "--record-baseline", action="store_true", help="record the agents run in the baseline"

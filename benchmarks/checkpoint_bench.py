@@ -5,7 +5,7 @@ the time each save holds the run (copying the state to host memory and handing i
 Orbax) and the time to finish the last save at the end.
 
     JAX_PLATFORMS=cpu python benchmarks/checkpoint_bench.py --trials 3 \\
-        [--out benchmarks/checkpoint.jsonl]
+        [--out benchmarks/results/checkpoint.jsonl]
 
 Nothing else should run on the machine meanwhile.
 """

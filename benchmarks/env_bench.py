@@ -15,7 +15,7 @@ Two rows measure options against their defaults on the same task: Brax with
 with ``--steps`` at twice ``--episode-length`` every copy resets exactly once, at the same step.
 
     JAX_PLATFORMS=cpu python benchmarks/env_bench.py [--envs gymnax/CartPole-v1 ...]
-        [--n-envs 16] [--steps 1000] [--out benchmarks/env_latest.jsonl]
+        [--n-envs 16] [--steps 1000] [--out benchmarks/results/env_latest.jsonl]
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--episode-length", type=int, default=500, help="for the Brax and Playground tasks"
     )
-    parser.add_argument("--out", type=Path, default=HERE / "env_latest.jsonl")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "env_latest.jsonl")
     args = parser.parse_args(argv)
 
     machine = {

@@ -10,7 +10,7 @@ fixture is recorded with its value and margin; a result that crosses its bar in 
 condition is a fragile test, to be fixed at the algorithm.
 
     JAX_PLATFORMS=cpu python benchmarks/learning_robustness.py \\
-        --out benchmarks/learning_robustness.jsonl
+        --out benchmarks/results/learning_robustness.jsonl
 
 Prints a Markdown table (one row per bar, one column per condition) for the report. Takes
 about 10 minutes per condition on 2 cores.

@@ -15,7 +15,7 @@ cache off; execution steps/s, whole-run steps/s and compile seconds.
   (the first initial state kept and reused).
 
     JAX_PLATFORMS=cpu python benchmarks/option_costs.py action-map [--rounds 3]
-        [--n-timesteps 8000] [--out benchmarks/option_costs.jsonl]
+        [--n-timesteps 8000] [--out benchmarks/results/option_costs.jsonl]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Revisions are checked out into temporary worktrees (as ``ab.py`` does) and take 
 by round, each round with an empty cache directory per revision; ``.`` is the working tree.
 
     JAX_PLATFORMS=cpu python benchmarks/relaunch_bench.py [REV ...] --rounds 3 \\
-        [--out benchmarks/relaunch.jsonl]
+        [--out benchmarks/results/relaunch.jsonl]
 
 Nothing else should run on the machine meanwhile.
 """

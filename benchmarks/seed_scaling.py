@@ -11,7 +11,7 @@ vmapped over seed keys, the settings of ``agent_bench.py --peer rejax``). Compil
 execution are reported apart, with the throughput (steps over all seeds per second of
 execution) as a multiple of one seed's.
 
-    JAX_PLATFORMS=cpu python benchmarks/seed_scaling.py --out benchmarks/seed_scaling.jsonl
+    JAX_PLATFORMS=cpu python benchmarks/seed_scaling.py --out benchmarks/results/seed_scaling.jsonl
 
 Nothing else should run on the machine meanwhile.
 """

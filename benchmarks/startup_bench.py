@@ -3,7 +3,7 @@ list the ids: each case run in its own interpreter, trials alternating between c
 medians reported.
 
     JAX_PLATFORMS=cpu python benchmarks/startup_bench.py --trials 5 \\
-        --out benchmarks/startup.jsonl [--label NAME]
+        --out benchmarks/results/startup.jsonl [--label NAME]
 
 It times the ``ajax`` that Python imports: put another commit's ``src`` on ``PYTHONPATH`` (and
 name it with ``--label``) to time that one.

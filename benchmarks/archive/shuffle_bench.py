@@ -2,8 +2,8 @@
 ``jax.random.permutation`` timed on the same keys, each inside one compiled loop per size
 (so no dispatch is timed), both in turn at each size.
 
-    JAX_PLATFORMS=cpu python benchmarks/shuffle_bench.py [--sizes 128 512 4096] \\
-        [--trials 5] [--out benchmarks/shuffle.jsonl]
+    JAX_PLATFORMS=cpu python benchmarks/archive/shuffle_bench.py [--sizes 128 512 4096] \\
+        [--trials 5] [--out benchmarks/archive/shuffle.jsonl]
 
 Both give the same permutation (``tests/test_minibatches.py``); JAX's sorts the indices
 under random keys with a key-value sort, Ajax's with two sorts of one integer array each.
@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
+
+# Archived: records.py, which this script imports, is one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 

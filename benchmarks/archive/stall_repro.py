@@ -9,8 +9,8 @@ output. When a run reports nothing for ``--run-timeout`` seconds it is counted a
 native stacks of the worker's threads are taken with gdb (when installed) and kept under
 ``--stacks-dir``, the worker is killed, and a fresh worker carries on with the next run.
 
-    JAX_PLATFORMS=cpu python benchmarks/stall_repro.py [--runs 200] [--run-timeout 120]
-        [--out benchmarks/stall_latest.jsonl]
+    JAX_PLATFORMS=cpu python benchmarks/archive/stall_repro.py [--runs 200] [--run-timeout 120]
+        [--out benchmarks/archive/stall_results.jsonl]
 
 ``--mode bars`` runs instead the determinism check of the "Runs never hang" issue as many
 times: PPO on CartPole over seeds [3, 7], logged, then seed 7 alone, then the pair again,
@@ -33,6 +33,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+# Archived: records.py, which this script imports, is one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from records import emit
 
@@ -175,7 +178,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--mode", choices=("stress", "bars"), default="stress")
     parser.add_argument("--run-timeout", type=float, default=120.0)
-    parser.add_argument("--stacks-dir", default=str(HERE / "hang_stacks"))
+    parser.add_argument("--stacks-dir", default=str(HERE.parent / "hang_stacks"))
     parser.add_argument("--out", default=None, help="append the summary to this JSON-lines file")
     parser.add_argument("--label", default="", help="a note stored with the summary")
     parser.add_argument("--worker", nargs=3, metavar=("MODE", "FIRST", "LAST"))

@@ -1,8 +1,8 @@
 """The three products of a critic ensemble's update in each operand order Eigen can be given,
 timed inside one process with the forms alternating round by round.
 
-    JAX_PLATFORMS=cpu python benchmarks/product_forms.py [--members 10] [--size 256]
-        [--rounds 7] [--out benchmarks/product_forms.jsonl]
+    JAX_PLATFORMS=cpu python benchmarks/archive/product_forms.py [--members 10] [--size 256]
+        [--rounds 7] [--out benchmarks/archive/product_forms.jsonl]
 
 A layer's forward product is ``x [B, in] @ W [in, out]`` (``NN``: each operand contracted
 over the axis the other's order expects); its input gradient ``g [B, out] @ W.T`` contracts
@@ -20,9 +20,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
+
+# Archived: records.py, which this script imports, is one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jax
 import jax.numpy as jnp

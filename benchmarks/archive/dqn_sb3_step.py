@@ -9,8 +9,8 @@ minibatches Ajax drew and the weights after, then runs SB3's ``DQN.train`` in SB
 interpreter from those weights on those minibatches (its replay buffer's ``sample`` hands
 them over in order), and compares the losses step by step and the weights at the end.
 
-    JAX_PLATFORMS=cpu python benchmarks/dqn_sb3_step.py --sb3-python PATH/TO/SB3/VENV/python \
-        --out benchmarks/dqn_sb3_step.jsonl
+    JAX_PLATFORMS=cpu python benchmarks/archive/dqn_sb3_step.py \
+        --sb3-python PATH/TO/SB3/VENV/python --out benchmarks/archive/dqn_sb3_step.jsonl
 
 SB3 and PyTorch are not Ajax dependencies: they live in an interpreter of their own (any
 with ``stable-baselines3``, ``gymnasium`` and ``torch``).
@@ -24,6 +24,9 @@ import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+
+# Archived: records.py, which this script imports, is one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 from records import emit

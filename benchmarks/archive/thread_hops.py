@@ -3,16 +3,16 @@ the goals' settings, run over its whole goal budget from a fresh state, with the
 context switches of the pool's threads counted during the timed calls (Linux only: read
 from ``/proc/self/task``).
 
-    JAX_PLATFORMS=cpu python benchmarks/thread_hops.py [--agents PPO PQN] [--seeds 1]
-        [--calls 5] [--out benchmarks/thread_hops.jsonl]
+    JAX_PLATFORMS=cpu python benchmarks/archive/thread_hops.py [--agents PPO PQN] [--seeds 1]
+        [--calls 5] [--out benchmarks/archive/thread_hops.jsonl]
 
 XLA's CPU runtime hands half of the kernels that are ready at the same moment to another
 pool thread once more than eight are ready. On a small machine each hand-over wakes a thread
 on another core, tens of microseconds, so a loop body that ends or starts with many
 independent kernels (one per parameter leaf, say) hops cores on every pass. A count near the
 number of minibatch or gradient steps per iteration points at such a body;
-PERFORMANCE_REPORT.md, "The fit's kernels ready at once", shows how the graph is read to
-find it. The compile cache is off.
+docs/developer-performance.md, "Kernels ready at once", shows how the graph is read to find
+it. The compile cache is off.
 """
 
 from __future__ import annotations
@@ -20,8 +20,12 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
+
+# Archived: records.py and agent_bench.py, which this script imports, are one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 os.environ["AJAX_NO_COMPILE_CACHE"] = "1"
 

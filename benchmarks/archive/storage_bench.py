@@ -12,14 +12,20 @@ for rows and its trajectory buffer for runs. Both are filled to the same size fi
 timed part samples from a buffer of ``--filled`` transitions per seed. The trials alternate
 (Ajax, flashbax, Ajax, ...) in one process, so the machine's drift cancels.
 
-    JAX_PLATFORMS=cpu python benchmarks/storage_bench.py [--rounds 5] [--out storage.jsonl]
+    JAX_PLATFORMS=cpu python benchmarks/archive/storage_bench.py [--rounds 5] \\
+        [--out benchmarks/archive/storage.jsonl]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
+
+# Archived: records.py, which this script imports, is one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import flashbax as fbx
 import jax

@@ -6,17 +6,22 @@ episodes on gymnax's CartPole-v1 and counts how the failed ones ended: the cart 
 bounds, or the pole past its angle. Prints one JSON line (appended to ``--out``), with the
 mean of the last three evaluations per half of the seeds. docs/agents/dqn.md quotes these.
 
-    JAX_PLATFORMS=cpu python benchmarks/dqn_cartpole.py --seeds 0 1 2 3 4 5 6 7 \\
+    JAX_PLATFORMS=cpu python benchmarks/archive/dqn_cartpole.py --seeds 0 1 2 3 4 5 6 7 \\
         --settings '{"n_step": 1, "double_dqn": false, "anneal_lr": false}' \\
-        --out benchmarks/dqn_cartpole.jsonl
+        --out benchmarks/archive/dqn_cartpole.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
+from pathlib import Path
+
+# Archived: records.py, which this script imports, is one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gymnax
 import jax
