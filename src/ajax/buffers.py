@@ -10,9 +10,9 @@ state: memory grows linearly with the number of seeds (docs/memory.md).
 * :class:`EpisodeStore`: whole episodes at a fixed length, keeping the best ``capacity`` by
   return (UDRL's replay), sampled as episodes or as single steps.
 
-flashbax's buffers fit this design too (pure pytrees); ``benchmarks/storage_bench.py``
-measures them against these under the replay agents' workloads, and PERFORMANCE_REPORT.md
-gives the figures that decided for the code here.
+flashbax's buffers fit this design too (pure pytrees); ``benchmarks/archive/storage_bench.py``
+measured them against these under the replay agents' workloads, and PERFORMANCE_REPORT.md
+("What was tried and dropped") gives the figures that decided for the code here.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ def fit_minibatches(
     one for the vector, where it ended in one per leaf. XLA's CPU runtime hands half of the
     ready kernels to another thread when more than eight are ready at once, as every leaf's
     update is: on two cores each step then moved between cores, a cost that exceeded the
-    update itself for narrow networks at one seed (PERFORMANCE_REPORT.md, "The fit's kernels
-    ready at once")."""
+    update itself for narrow networks at one seed (docs/developer-performance.md, "Kernels ready at
+    once")."""
     key, epochs_key = jax.random.split(state.key)
     size = jax.tree.leaves(batch)[0].shape[0]
 
@@ -75,7 +75,7 @@ def permutation(key: jax.Array, n: int) -> jax.Array:
     stable, so equal keys keep their order), in one round or more by ``n``. XLA's CPU runtime
     sorts a lone integer array with a direct comparison but calls a compiled comparator for
     every comparison of a key-value sort, which made JAX's shuffle several times slower than
-    a sort of one operand (PERFORMANCE_REPORT.md, "The shuffle's sort"). So each
+    a sort of one operand (docs/developer-performance.md, "The shuffle's sort"). So each
     round's stable order is a radix sort over the keys' two 16-bit halves, low half first
     (:func:`_stable_argsort`). Beyond 65,536 elements a position no longer fits in 16 bits,
     and JAX's own shuffle runs."""

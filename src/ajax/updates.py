@@ -53,6 +53,6 @@ def clipped_over_one_vector(
     """Gradients clipped by their global norm, then ``direction``, computed over one vector
     of every parameter (``optax.flatten``) rather than leaf by leaf: an update is then a few
     kernels where it was a few per leaf (the norm alone was a reduction per leaf), which
-    compiled and ran faster for the agents that use it (PERFORMANCE_REPORT.md, "The optimiser
-    over one vector")."""
+    compiled and ran faster for the agents that use it (PERFORMANCE_REPORT.md, "What the
+    CPU tuning buys")."""
     return optax.flatten(optax.chain(optax.clip_by_global_norm(max_grad_norm), direction))

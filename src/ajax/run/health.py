@@ -79,8 +79,8 @@ def frozen(
 
     The check is one sum of ``x * 0`` over every leaf, NaN exactly where some parameter is
     not finite (a sum of the parameters themselves could overflow): one reduction compiles
-    and runs faster than a check leaf by leaf (PERFORMANCE_REPORT.md, "One reduction for the
-    parameters' check")."""
+    and runs faster than a check leaf by leaf (PERFORMANCE_REPORT.md, "The divergence
+    guard")."""
     params = [x for x in jax.tree.leaves(state.params) if jnp.issubdtype(x.dtype, jnp.inexact)]
     finite = jnp.isfinite(sum(jnp.sum(x * 0, dtype=jnp.float32) for x in params))
     health = _diverged(health, jnp.zeros(len(names), bool).at[-1].set(~finite), last)

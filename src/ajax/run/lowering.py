@@ -116,8 +116,8 @@ def lower_run(
     init is then lowered and compiled on another thread, meant to run while this one
     compiles the segment: lowering is Python, holding the interpreter's lock, and compiling
     is XLA's C++, which releases it. The segment is compiled on the calling thread, where a
-    fresh process's first run executed faster (PERFORMANCE_REPORT.md, "Nothing compiled
-    eagerly")."""
+    fresh process's first run executed faster (docs/developer-performance.md,
+    "Compiling a run")."""
     mesh, share = seed_mesh(len(seeds))
     places = share * (1 if mesh is None else mesh.size)
     run_seeds = with_places(seed_array(seeds), places)
