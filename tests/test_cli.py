@@ -109,3 +109,111 @@ def test_a_bad_hang_floor_is_refused_before_training(capsys):
     )
     assert code == 2
     assert "floor_s must be a positive number" in capsys.readouterr().out
+
+
+class Compiled(Exception):
+    """Raised in place of compiling: the command line got as far as the run's programs."""
+
+
+def compiling(*args, **kwargs):
+    raise Compiled
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--env", "CartPole-v1", "PPO", "--n-steps", "16"],
+        ["--n-steps", "16", "--env", "CartPole-v1", "PPO"],
+        ["--hidden-sizes", "32", "32", "--no-anneal-lr", "--n-steps", "16", "PPO"],
+    ],
+    ids=["env-first", "hyperparameter-first", "list-and-switch-first"],
+)
+def test_options_may_come_before_the_agent(argv, tmp_path, monkeypatch):
+    """Flags before the agent's name, its hyperparameters' included, parse as after it: the
+    run gets as far as compiling, with the flags' values in its config."""
+    from ajax import loop
+
+    monkeypatch.setattr(loop, "lower_run", compiling)
+    if "--env" not in argv:
+        argv = ["--env", "CartPole-v1", *argv]
+    flags = ["--n-timesteps", "256", "--n-envs", "2", "--log-dir", str(tmp_path)]
+    with pytest.raises(Compiled):
+        main(["train", *argv, *flags, "--run-name", "early"])
+    config = json.loads((tmp_path / "early" / "config.json").read_text())
+    assert config["agent"] == "PPO" and config["n_envs"] == 2
+    assert config["hyperparameters"]["n_steps"] == 16
+
+
+def _error_lines(out):
+    return [line for line in out.splitlines() if line.strip() and not line.startswith("Training")]
+
+
+def test_an_unwritable_log_dir_is_one_line_and_a_failure(monkeypatch, capsys):
+    from ajax import loop
+
+    monkeypatch.setattr(loop, "lower_run", compiling)
+    base = ["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "512"]
+    code = main([*base, "--log-dir", "/proc/forbidden"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "Traceback" not in captured.out + captured.err
+    lines = _error_lines(captured.out)
+    assert len(lines) == 1, captured.out
+    assert "Cannot write logs to /proc/forbidden" in lines[0] and "--log-dir" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "error, cause, fix",
+    [
+        (OSError(28, "No space left on device", "/data/x.csv"), "No space left", "--log-dir"),
+        (MemoryError("This run needs 17.6 GiB. Lower buffer_size."), "17.6 GiB", "buffer_size"),
+        (MemoryError(), "Out of memory", "--buffer-size"),
+        ("log writer", "the 3 rows not written are in", "--log-dir"),
+    ],
+    ids=["os-error", "memory-check", "bare-memory-error", "log-writer"],
+)
+def test_a_run_failing_on_the_machine_is_one_line_and_a_failure(
+    error, cause, fix, monkeypatch, capsys
+):
+    """OSError, LogWriterError and MemoryError from a run: one line with the cause and the
+    fix, exit status 1, no traceback."""
+    from ajax import loop
+    from ajax.logging.writer import LogWriterError
+
+    if error == "log writer":
+        error = LogWriterError(
+            "Writing logs to /data/runs/x failed (OSError: No space left on device); the 3 "
+            "rows not written are in /tmp/ajax-unwritten.jsonl.",
+            None,
+        )
+
+    def failing(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(loop, "train", failing)
+    code = main(["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "512"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "Traceback" not in captured.out + captured.err
+    lines = _error_lines(captured.out)
+    assert len(lines) == 1 and cause in lines[0] and fix in lines[0], captured.out
+
+
+def test_version(capsys):
+    import ajax
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"ajax {ajax.__version__}\n"
+
+
+def test_n_envs_help_names_each_agents_default(capsys):
+    from ajax import AGENTS
+
+    with pytest.raises(SystemExit) as exit:
+        main(["train", "PQN", "--help"])
+    assert exit.value.code == 0
+    assert "(default: 32, PQN's own" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(f"{name} {cls.default_n_envs}" in out for name, cls in AGENTS.items())

@@ -6,38 +6,75 @@ import argparse
 import ast
 import dataclasses
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 console = Console()
 
 
+#: The exit status of a run the flags describe wrongly or that Ajax refuses (an unknown agent,
+#: a hyperparameter out of range, a checkpoint of another run, a hung run).
+REFUSED = 2
+#: The exit status of a run the machine could not hold or write (a directory that cannot be
+#: written, a full disk, too little memory).
+FAILED = 1
+#: The exit status of a run stopped by Ctrl-C or SIGTERM.
+INTERRUPTED = 130
+
+
+def _hyperparameter_flag(field: dataclasses.Field) -> tuple[str, dict[str, Any]]:
+    """A Config field's flag and its ``add_argument`` keywords."""
+    flag = "--" + field.name.replace("_", "-")
+    default = field.default
+    options: dict[str, Any] = {
+        "default": None,
+        "help": f"{field.metadata.get('doc', '')} (default: {default})",
+    }
+    if isinstance(default, bool):
+        options["action"] = argparse.BooleanOptionalAction
+    elif isinstance(default, tuple):
+        options.update(type=type(default[0]) if default else int, nargs="+")
+    else:
+        options["type"] = type(default)
+    return flag, options
+
+
 def _add_hyperparameter_flags(parser: argparse.ArgumentParser, config_type: type) -> None:
     group = parser.add_argument_group(f"{config_type.__name__} hyperparameters")
     for field in dataclasses.fields(config_type):
-        flag = "--" + field.name.replace("_", "-")
-        doc = f"{field.metadata.get('doc', '')} (default: {field.default})"
-        default = field.default
-        if isinstance(default, bool):
-            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=doc)
-        elif isinstance(default, tuple):
-            kind = type(default[0]) if default else int
-            group.add_argument(flag, type=kind, nargs="+", default=None, help=doc)
-        else:
-            group.add_argument(flag, type=type(default), default=None, help=doc)
+        flag, options = _hyperparameter_flag(field)
+        group.add_argument(flag, **options)
 
 
-def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
-    from ajax.logging.config import WANDB_MODES
+def _n_envs_help(agent_cls: type | None) -> str:
+    from ajax import AGENTS
 
+    if agent_cls is not None:
+        return (
+            f"environment copies per seed (default: {agent_cls.default_n_envs}, "
+            f"{agent_cls.__name__}'s own; each agent has its own default)"
+        )
+    defaults = ", ".join(f"{name} {cls.default_n_envs}" for name, cls in sorted(AGENTS.items()))
+    return f"environment copies per seed (default: the agent's own: {defaults})"
+
+
+def _train_parser(agent_cls: type | None, add_help: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ajax train",
-        description="Train an agent over several seeds in one compiled program.",
+        description="Train an agent over several seeds in one compiled program. Options may "
+        "come before or after the agent's name.",
+        epilog=f"Exit status: 0 when the run finished and was saved; {FAILED} when the machine "
+        f"could not hold or write it (a directory that cannot be written, a full disk, too "
+        f"little memory); {REFUSED} when the flags or the run were refused; {INTERRUPTED} "
+        "when Ctrl-C or SIGTERM stopped it.",
+        add_help=add_help,
     )
     parser.add_argument(
         "agent", nargs="?", help="agent name, e.g. PPO (see `ajax list`); not needed with --resume"
@@ -53,13 +90,23 @@ def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, default=1, help="number of seeds (0 .. N-1)")
     parser.add_argument("--seed-start", type=int, default=0, help="first seed")
     parser.add_argument("--n-timesteps", type=int, help="steps per seed")
-    parser.add_argument("--n-envs", type=int, default=None, help="environment copies per seed")
+    parser.add_argument("--n-envs", type=int, default=None, help=_n_envs_help(agent_cls))
     parser.add_argument("--log-dir", default="runs", help="where run directories go")
     parser.add_argument("--run-name", default=None, help="run directory name")
     parser.add_argument(
         "--log-frequency", type=int, default=None, help="steps between evaluations (budget/20)"
     )
     parser.add_argument("--num-episode-test", type=int, default=10, help="episodes per evaluation")
+    _add_logging_flags(parser)
+    _add_reliability_flags(parser)
+    if agent_cls is not None:
+        _add_hyperparameter_flags(parser, agent_cls.Config)
+    return parser
+
+
+def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
+    from ajax.logging.config import WANDB_MODES
+
     parser.add_argument("--tensorboard", action="store_true", help="also write TensorBoard files")
     parser.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
     parser.add_argument(
@@ -69,6 +116,9 @@ def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
         help="the W&B run's mode with --wandb (default: WANDB_MODE, else online); offline "
         "writes it under the run directory, for `wandb sync` later",
     )
+
+
+def _add_reliability_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hang-floor-s",
         type=float,
@@ -94,9 +144,24 @@ def _train_parser(agent_cls: type | None) -> argparse.ArgumentParser:
         help="continue the run in this run (or checkpoint) directory from its latest "
         "checkpoint; an agent and flags given with it must be the run's",
     )
-    if agent_cls is not None:
-        _add_hyperparameter_flags(parser, agent_cls.Config)
-    return parser
+
+
+def _agent_name(argv: Sequence[str]) -> str | None:
+    """The agent ``argv`` names, wherever it stands among the options: parsed with every
+    agent's hyperparameter flags, so that a flag's value is never taken for the agent."""
+    from ajax import AGENTS
+
+    parser = _train_parser(None, add_help=False)
+    group = parser.add_argument_group("every agent's hyperparameters")
+    seen = set()
+    for cls in AGENTS.values():
+        for field in dataclasses.fields(cls.Config):
+            flag, options = _hyperparameter_flag(field)
+            if flag not in seen:
+                seen.add(flag)
+                group.add_argument(flag, **(options | {"type": str, "help": None}))
+    args, _ = parser.parse_known_args(argv)
+    return args.agent
 
 
 def _env_params(pairs: Sequence[str]) -> dict[str, Any]:
@@ -131,125 +196,206 @@ def _agent(args: argparse.Namespace, agent_cls: type) -> Any:
     )
 
 
-def _train(argv: Sequence[str]) -> int:
-    from ajax import (
-        AGENTS,
-        CheckpointConfig,
-        LoggingConfig,
-        RunHungError,
-        RunInterrupted,
-        Watchdog,
-        _devices,
-        resume,
-    )
-    from ajax.checkpoint import latest_checkpoint
-    from ajax.logging.sinks import wandb_mode
-    from ajax.plotting import plot_learning_curve
+@dataclasses.dataclass
+class _Launch:
+    """A run ready to start: ``run(progress)`` trains and returns the result."""
 
-    name = next((a for a in argv if not a.startswith("-")), None)
+    run: Callable[[Any], Any]
+    #: Steps per seed, for the progress bar (None on a resumed run until its first segment).
+    total: int | None
+    n_seeds: int
+
+
+def _fresh_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
+    """The run the flags describe, checked before anything compiles; ValueError names what
+    is missing or wrong."""
+    from ajax import CheckpointConfig, LoggingConfig, _devices
+    from ajax.logging.sinks import wandb_mode
+
+    if agent is None:
+        raise ValueError("Name an agent (e.g. ajax train PPO ...), or --resume a run.")
+    if args.n_timesteps is None:
+        raise ValueError("--n-timesteps is required: the steps per seed.")
+    if args.seeds <= 0:
+        raise ValueError(f"--seeds must be a positive number of seeds, got {args.seeds}.")
+    logging_config = LoggingConfig(
+        log_frequency=args.log_frequency or max(1, args.n_timesteps // 20),
+        log_dir=args.log_dir,
+        run_name=args.run_name,
+        tensorboard=args.tensorboard,
+        wandb=args.wandb,
+        wandb_mode=args.wandb_mode,
+    )
+    if args.wandb:
+        wandb_mode(logging_config)  # before the progress bar: train() checks it too
+    checkpoint = None
+    if args.checkpoint_every is not None:
+        checkpoint = CheckpointConfig(every=args.checkpoint_every, keep=args.checkpoint_keep)
+    seeds = list(range(args.seed_start, args.seed_start + args.seeds))
+    mesh, share = _devices.seed_mesh(len(seeds))
+    split = "" if mesh is None else f", {share} on each of {mesh.size} devices"
+    console.print(f"Training {agent!r} on seeds {seeds[0]}..{seeds[-1]}{split}")
+
+    def run(progress: Any) -> Any:
+        return agent.train(
+            seed=seeds,
+            n_timesteps=args.n_timesteps,
+            num_episode_test=args.num_episode_test,
+            logging_config=logging_config,
+            progress=progress,
+            watchdog=watchdog,
+            checkpoint=checkpoint,
+        )
+
+    return _Launch(run, args.n_timesteps, len(seeds))
+
+
+def _resumed_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
+    """The run ``--resume`` names, from its latest checkpoint; FileNotFoundError where there
+    is none."""
+    from ajax import resume
+    from ajax.checkpoint import latest_checkpoint
+
+    found = latest_checkpoint(args.resume)
+    console.print(f"Resuming the run in {found.directory} after segment {found.step}")
+
+    def run(progress: Any) -> Any:
+        return resume(args.resume, agent=agent, progress=progress, watchdog=watchdog)
+
+    return _Launch(run, None, len(found.meta["run_config"]["seeds"]))
+
+
+def _progress_callback(bar: Progress, task: Any, n_seeds: int) -> Callable[..., None]:
+    """The ``progress`` argument of a run, moving ``task`` of ``bar``: steps done, steps per
+    second over every seed since the first segment, and the latest evaluation return."""
+    clock: dict[str, float] = {}
+
+    def progress(done: int, total: int, summary: dict[str, float]) -> None:
+        now = time.perf_counter()
+        clock.setdefault("start", now - 1e-9)
+        clock.setdefault("done", done)
+        speed = (done - clock["done"]) * n_seeds / max(now - clock["start"], 1e-9)
+        bar.update(
+            task,
+            completed=done,
+            total=total,
+            description="training",
+            speed=f"{speed:,.0f}",
+            eval=f"{summary.get('episode_return', float('nan')):.1f}",
+        )
+
+    return progress
+
+
+_COLUMNS = (
+    TextColumn("[bold]{task.description}"),
+    BarColumn(),
+    MofNCompleteColumn(),
+    TextColumn("steps"),
+    TextColumn("{task.fields[speed]} steps/s"),
+    TextColumn("eval return {task.fields[eval]}"),
+    TimeElapsedColumn(),
+)
+
+
+def _run_with_progress(launch: _Launch) -> Any:
+    """The run's result, trained under a progress bar. Where the run fails, the bar is
+    cleared, so that the error's line follows the run's first line."""
+    bar = Progress(*_COLUMNS, console=console)
+    task = bar.add_task("compiling", total=launch.total, speed="-", eval="-")
+    bar.start()
+    try:
+        result = launch.run(_progress_callback(bar, task, launch.n_seeds))
+    except KeyboardInterrupt:  # the bar stays, showing where the run stopped
+        bar.stop()
+        raise
+    except BaseException:
+        bar.live.transient = True  # cleared, not drawn a last time
+        bar.live.stop()  # (Progress.stop would add an empty line on a non-terminal)
+        raise
+    bar.stop()
+    return result
+
+
+def _failure(error: BaseException) -> tuple[str, int]:
+    """An error that ended a run, as one line naming its cause and its fix in the command
+    line's terms, and the exit status."""
+    from ajax.logging.writer import LogWriterError
+
+    if isinstance(error, LogWriterError):
+        fix = "Free space there, or give --log-dir another directory, and run again."
+        return f"{error} {fix}", FAILED
+    if isinstance(error, MemoryError):
+        fix = "Run fewer --seeds at once, or lower --buffer-size (docs/memory.md)."
+        return (str(error) or f"Out of memory. {fix}"), FAILED
+    if isinstance(error, OSError):
+        if isinstance(error.__cause__, OSError):  # Ajax's own: it names the path and the fix
+            return f"{error} (ajax train: --log-dir DIR)", FAILED
+        where = f" ({error.filename})" if error.filename else ""
+        cause = f"{type(error).__name__}: {error.strerror or error}{where}."
+        return (
+            f"{cause} Check that path's permissions and free space, or give --log-dir "
+            "another directory.",
+            FAILED,
+        )
+    return str(error), REFUSED
+
+
+def _report(error: BaseException) -> int:
+    line, status = _failure(error)
+    console.print(f"[red]{escape(line)}[/red]", soft_wrap=True)
+    return status
+
+
+def _launch(args: argparse.Namespace, agent_cls: type | None) -> _Launch:
+    """The run the parsed flags ask for, fresh or resumed."""
+    from ajax import Watchdog
+
+    watchdog = None if args.hang_floor_s is None else Watchdog(floor_s=args.hang_floor_s)
+    agent = None if agent_cls is None else _agent(args, agent_cls)
+    if args.resume is not None:
+        return _resumed_run(args, agent, watchdog)
+    return _fresh_run(args, agent, watchdog)
+
+
+def _train(argv: Sequence[str]) -> int:
+    from ajax import AGENTS, RunHungError, RunInterrupted
+    from ajax.logging.writer import LogWriterError
+
+    name = _agent_name(argv)
+    if name is not None and name not in AGENTS:
+        console.print(f"[red]Unknown agent {name!r}.[/red] Agents: {', '.join(sorted(AGENTS))}.")
+        return REFUSED
     agent_cls = AGENTS.get(name) if name else None
     args = _train_parser(agent_cls).parse_args(argv)
-    if args.agent is not None and agent_cls is None:
-        console.print(
-            f"[red]Unknown agent {args.agent!r}.[/red] Agents: {', '.join(sorted(AGENTS))}."
-        )
-        return 2
     try:
-        watchdog = None if args.hang_floor_s is None else Watchdog(floor_s=args.hang_floor_s)
-        agent = None if agent_cls is None else _agent(args, agent_cls)
-        if args.resume is not None:
-            found = latest_checkpoint(args.resume)
-            seeds = found.meta["run_config"]["seeds"]
-            console.print(f"Resuming the run in {found.directory} after segment {found.step}")
-
-            def run(progress: Any) -> Any:
-                return resume(args.resume, agent=agent, progress=progress, watchdog=watchdog)
-
-        else:
-            if agent is None:
-                raise ValueError("Name an agent (e.g. ajax train PPO ...), or --resume a run.")
-            if args.n_timesteps is None:
-                raise ValueError("--n-timesteps is required: the steps per seed.")
-            if args.seeds <= 0:
-                raise ValueError(f"--seeds must be a positive number of seeds, got {args.seeds}.")
-            logging_config = LoggingConfig(
-                log_frequency=args.log_frequency or max(1, args.n_timesteps // 20),
-                log_dir=args.log_dir,
-                run_name=args.run_name,
-                tensorboard=args.tensorboard,
-                wandb=args.wandb,
-                wandb_mode=args.wandb_mode,
-            )
-            if args.wandb:
-                wandb_mode(logging_config)  # before the progress bar: train() checks it too
-            checkpoint = None
-            if args.checkpoint_every is not None:
-                checkpoint = CheckpointConfig(
-                    every=args.checkpoint_every, keep=args.checkpoint_keep
-                )
-            seeds = list(range(args.seed_start, args.seed_start + args.seeds))
-            mesh, share = _devices.seed_mesh(len(seeds))
-            split = "" if mesh is None else f", {share} on each of {mesh.size} devices"
-            console.print(f"Training {agent!r} on seeds {seeds[0]}..{seeds[-1]}{split}")
-
-            def run(progress: Any) -> Any:
-                return agent.train(
-                    seed=seeds,
-                    n_timesteps=args.n_timesteps,
-                    num_episode_test=args.num_episode_test,
-                    logging_config=logging_config,
-                    progress=progress,
-                    watchdog=watchdog,
-                    checkpoint=checkpoint,
-                )
-
+        launch = _launch(args, agent_cls)
     except (ValueError, FileNotFoundError) as error:
-        console.print(f"[red]{error}[/red]", soft_wrap=True)
-        return 2
+        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        return REFUSED
+    try:
+        result = _run_with_progress(launch)
+    except RunInterrupted as interrupted:
+        console.print(f"[yellow]{escape(str(interrupted))}[/yellow]")
+        return INTERRUPTED
+    except (ValueError, RunHungError, OSError, LogWriterError, MemoryError) as error:
+        return _report(error)
+    try:
+        run_dir = _save(result)
+    except OSError as error:
+        return _report(error)
+    _print_summary(result, run_dir)
+    return 0
 
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("steps"),
-        TextColumn("{task.fields[speed]} steps/s"),
-        TextColumn("eval return {task.fields[eval]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console) as bar:
-        task = bar.add_task("compiling", total=args.n_timesteps, speed="-", eval="-")
-        clock: dict[str, float] = {}
 
-        def progress(done: int, total: int, summary: dict[str, float]) -> None:
-            import time
-
-            now = time.perf_counter()
-            clock.setdefault("start", now - 1e-9)
-            clock.setdefault("done", done)
-            speed = (done - clock["done"]) * len(seeds) / max(now - clock["start"], 1e-9)
-            bar.update(
-                task,
-                completed=done,
-                total=total,
-                description="training",
-                speed=f"{speed:,.0f}",
-                eval=f"{summary.get('episode_return', float('nan')):.1f}",
-            )
-
-        try:
-            result = run(progress)
-        except (ValueError, RunHungError) as error:
-            console.print(f"[red]{error}[/red]", soft_wrap=True)
-            return 2
-        except RunInterrupted as interrupted:
-            console.print(f"[yellow]{interrupted}[/yellow]")
-            return 130
+def _save(result: Any) -> Path:
+    """Writes the result and its learning curve into the run directory; returns it."""
+    from ajax.plotting import plot_learning_curve
 
     run_dir = Path(result.log_dir)
     result.save(run_dir / "result")
     plot_learning_curve(result, run_dir / "learning_curve.png")
-    _print_summary(result, run_dir)
-    return 0
+    return run_dir
 
 
 def _print_summary(result: Any, run_dir: Path) -> None:
@@ -285,8 +431,10 @@ def _list(_: Sequence[str]) -> int:
     table = Table(title="Agents")
     table.add_column("agent")
     table.add_column("action spaces")
+    table.add_column("default n_envs", justify="right")
     for name, cls in sorted(AGENTS.items()):
-        table.add_row(name, ", ".join(t.__name__ for t in cls.action_spaces))
+        spaces = ", ".join(t.__name__ for t in cls.action_spaces)
+        table.add_row(name, spaces, str(cls.default_n_envs))
     console.print(table)
     console.print("[bold]Environments[/bold] (the family prefix may be left out)")
     for env_id in env_ids():
@@ -319,13 +467,24 @@ def _cache(argv: Sequence[str]) -> int:
 
 
 COMMANDS = {"train": _train, "list": _list, "cache": _cache}
+USAGE = (
+    "usage: ajax {train,list,cache} ... | ajax --version\n"
+    "  train   train an agent over seeds (ajax train --help)\n"
+    "  list    the agents and the environment ids\n"
+    "  cache   the compile cache (ajax cache --help)"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["--version"], ["-V"]):
+        from ajax._version import __version__
+
+        console.print(f"ajax {__version__}")
+        return 0
     if not argv or argv[0] not in COMMANDS:
-        console.print("usage: ajax {train,list,cache} ...  (ajax train --help)")
-        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+        console.print(USAGE, highlight=False)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else REFUSED
     return COMMANDS[argv[0]](argv[1:])
 
 
