@@ -79,3 +79,22 @@ def test_example_runs(match, tmp_path):
         [sys.executable, "-c", code], cwd=tmp_path, env=ENV, capture_output=True, text=True
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
+
+
+def test_one_install_story(monkeypatch):
+    """The pages and the error for a family whose library is missing give one install: the
+    family's extra, from the clone. ``ajax-rl`` on the package index is not this project."""
+    for page in PAGES:
+        assert "ajax-rl[" not in page.read_text(), page.relative_to(ROOT)
+    from ajax.envs import make_env, registry
+
+    def not_installed():
+        raise ImportError("No module named 'brax'", name="brax")
+
+    monkeypatch.setitem(
+        registry._FAMILIES, "brax", registry.Family(not_installed, registry._FAMILIES["brax"].make)
+    )
+    with pytest.raises(ValueError, match=r"not installed \(brax\).*pip install -e \"\.\[brax\]\""):
+        make_env("brax/ant")
+    environments = (ROOT / "docs" / "environments.md").read_text()
+    assert 'pip install -e ".[brax]"' in environments

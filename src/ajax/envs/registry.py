@@ -32,8 +32,20 @@ class Family:
     unavailable: Callable[[str], str | None] = lambda name: None
 
 
-#: The ajax-rl extra that installs each optional family's library.
+#: The extra (pyproject.toml's optional dependencies) that installs each optional built-in
+#: family's library.
 _EXTRAS = {"brax": "brax", "playground": "playground", "target_gym": "target-gym"}
+
+
+def install_hint(prefix: str) -> str:
+    """How to install the library family ``prefix`` needs: for a built-in family, its extra,
+    from the root of a clone of Ajax (the install the README gives)."""
+    if prefix not in _EXTRAS:
+        return "install it"
+    return (
+        f'from the root of your clone of Ajax, pip install -e ".[{_EXTRAS[prefix]}]" '
+        '(".[envs]" installs every optional family)'
+    )
 
 
 def _installed(module: str, ids: tuple[str, ...]) -> Callable[[], list[str]]:
@@ -70,7 +82,25 @@ def register_family(
     make: Callable[..., Env],
     unavailable: Callable[[str], str | None] | None = None,
 ) -> None:
-    """Make ``prefix/<id>`` resolve through ``make(id, **kwargs)``."""
+    """Add a family of environments: ``make_env("prefix/<id>", **kwargs)`` then returns
+    ``make(id, **kwargs)``, and an unprefixed id is looked up in it after the built-in
+    families.
+
+    Args:
+        prefix: the family's prefix in ids; an existing one is replaced.
+        list_ids: every id of the family (unprefixed), for ``ajax list``, resolving ids and
+            their suggestions. Raising ``ImportError`` marks the family's library as not
+            installed: the family then lists no ids.
+        make: ``make(id, **kwargs) -> ajax.envs.Env``, an environment for one of the ids.
+        unavailable: ``unavailable(id)``, why an id that is not listed cannot be built (a
+            file it would download, say), or None; its answer is the error's message.
+
+    A registration lasts for the process. ``ajax.load`` and ``ajax.resume`` rebuild a run's
+    environment from its id, so a process that loads or resumes a run on such a family
+    registers it first. The program cache keys a run's programs by the source of the
+    modules that define the environment's classes, so editing them between two processes
+    traces the run anew.
+    """
     _FAMILIES[prefix] = Family(list_ids, make, unavailable or (lambda name: None))
 
 
@@ -95,7 +125,7 @@ def _resolve(env_id: str) -> tuple[str, str]:
         except ImportError as error:
             raise ValueError(
                 f"{env_id} needs a library that is not installed ({error.name}): "
-                f"pip install 'ajax-rl[{_EXTRAS.get(prefix, prefix)}]'."
+                f"{install_hint(prefix)}."
             ) from error
         if name in ids:
             return prefix, name

@@ -96,7 +96,8 @@ def _import_wandb() -> Any:
         import wandb
     except ImportError as error:
         raise ImportError(
-            "LoggingConfig(wandb=True) needs Weights & Biases: pip install 'ajax-rl[wandb]'."
+            "LoggingConfig(wandb=True) needs Weights & Biases: from Ajax's clone, "
+            'pip install -e ".[wandb]".'
         ) from error
     return wandb
 
