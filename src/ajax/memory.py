@@ -41,6 +41,7 @@ def check_fits(estimate: int, seeds: int, per_seed_detail: str, available: int |
         return
     raise MemoryError(
         f"This run needs about {human(estimate)} ({seeds} seeds x {per_seed_detail}), but only "
-        f"{human(available)} is available. Lower buffer_size (transitions kept per seed), run "
-        "fewer seeds at once, or use a machine with more memory (docs/memory.md)."
+        f"{human(available)} is available. Lower what each seed stores (buffer_size for the replay "
+        "agents, store_size for UDRL), run fewer seeds at once, or use a machine with more "
+        "memory (docs/memory.md)."
     )

@@ -19,9 +19,11 @@ An agent provides:
   with ``warmup`` instead, which collects and computes no update at all, so the run compiles
   no update into them (rather than computing updates and dropping them). ``iteration`` is
   only called after them. Of ``warmup``'s metrics the run keeps the episode sums.
-* ``policy(params, obs)``: the action distribution (:mod:`ajax.nn.distributions`), in the
-  agent's action space (``[-1, 1]`` for continuous actions); its ``sample`` is the behaviour
-  policy, its ``mode`` the deterministic action of evaluation.
+* ``policy(params, obs)``, for every agent whose action depends on the observation alone
+  (all but UDRL): the action distribution (:mod:`ajax.nn.distributions`), in the agent's
+  action space (``[-1, 1]`` for continuous actions); its ``sample`` is the behaviour policy,
+  its ``mode`` the deterministic action of evaluation. An agent with an acting carry
+  overrides ``act`` instead.
 
 ``with_params(state, params)`` returns the state with other parameters (the run keeps a
 diverged seed's last finite ones); the default replaces the state's ``params`` field.
@@ -294,7 +296,8 @@ class Agent(abc.ABC):
         return dataclasses.asdict(self.config)
 
     def train(self, seed: int | list[int] = 0, n_timesteps: int = 100_000, **kwargs: Any):
-        """Train one run per seed as one vmapped program; see :func:`ajax.loop.train`."""
+        """Train one run per seed as one vmapped program: ``ajax.train(self, ...)``, whose
+        arguments it takes."""
         from ajax.loop import train
 
         return train(self, seed=seed, n_timesteps=n_timesteps, **kwargs)

@@ -9,7 +9,7 @@ bootstrapping stable without a target network (the paper's section 4).
 Defaults are purejaxql's CartPole-v1 configuration (``config/alg/pqn_cartpole.yaml``): 32
 copies x 64 steps, 4 epochs x 16 minibatches, RAdam at 1e-4 decaying linearly, lambda 0.95,
 epsilon 1 -> 0.2 over the first 20% of the run, rewards scaled by 0.1, two LayerNorm layers
-of 256 units. Weights are initialised orthogonally, as every Ajax MLP (purejaxql keeps Flax's
+of 256 units. Weights are initialised orthogonally, as PPO's (purejaxql keeps Flax's
 LeCun-normal default); the learning test passes with it.
 """
 
