@@ -89,7 +89,9 @@ def _train_parser(agent_cls: type | None, add_help: bool = True) -> argparse.Arg
     )
     parser.add_argument("--seeds", type=int, default=1, help="number of seeds (0 .. N-1)")
     parser.add_argument("--seed-start", type=int, default=0, help="first seed")
-    parser.add_argument("--n-timesteps", type=int, help="steps per seed")
+    parser.add_argument(
+        "--n-timesteps", type=int, default=100_000, help="steps per seed (default: 100000)"
+    )
     parser.add_argument("--n-envs", type=int, default=None, help=_n_envs_help(agent_cls))
     parser.add_argument("--log-dir", default="runs", help="where run directories go")
     parser.add_argument("--run-name", default=None, help="run directory name")
@@ -214,8 +216,6 @@ def _fresh_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
 
     if agent is None:
         raise ValueError("Name an agent (e.g. ajax train PPO ...), or --resume a run.")
-    if args.n_timesteps is None:
-        raise ValueError("--n-timesteps is required: the steps per seed.")
     if args.seeds <= 0:
         raise ValueError(f"--seeds must be a positive number of seeds, got {args.seeds}.")
     logging_config = LoggingConfig(
