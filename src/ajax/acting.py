@@ -17,7 +17,19 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from ajax.envs import Env
+from ajax.envs import Discrete, Env
+from ajax.envs.spaces import Space
+from ajax.nn import EpsilonGreedy
+
+
+def uniform_action(space: Space, key: jax.Array, batch: tuple[int, ...]) -> jax.Array:
+    """Uniformly random actions for a ``batch`` of copies: the warm-up of every agent that
+    collects before it learns (``learning_starts``), in the agents' action space (``[-1, 1]``
+    for a ``Box``), in the environment's action shape."""
+    if isinstance(space, Discrete):
+        # Epsilon-greedy with epsilon 1, the DQN paper's warm-up policy (no Q-values needed).
+        return EpsilonGreedy(jnp.zeros((*batch, space.n)), 1.0).sample(key)
+    return jax.random.uniform(key, batch + space.shape, minval=-1.0, maxval=1.0)
 
 
 @struct.dataclass

@@ -14,13 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
-from ajax.acting import PolicyFn, Transition, episode_metrics, step_and_store
+from ajax.acting import PolicyFn, Transition, episode_metrics, step_and_store, uniform_action
 from ajax.agents.base import Agent, hyperparameter
 from ajax.buffers import ReplayBuffer
-from ajax.envs import Discrete, Env
-from ajax.nn import EpsilonGreedy
+from ajax.envs import Env
 
 
 @dataclass(frozen=True)
@@ -99,13 +97,7 @@ class ReplayAgent(Agent):
     def _uniform_action(self, key: jax.Array, obs: jax.Array) -> jax.Array:
         """Uniformly random actions for a batch of ``obs``, in the agent's action space
         (``[-1, 1]`` for continuous actions), in the environment's action shape."""
-        space = self.env.action_space
-        batch = obs.shape[: obs.ndim - self._obs_ndim]
-        if isinstance(space, Discrete):
-            # Epsilon-greedy with epsilon 1, the DQN paper's warm-up policy (no Q-values
-            # needed): the same draws as DQN's warm-up before it became a loop of its own.
-            return EpsilonGreedy(jnp.zeros((*batch, space.n)), 1.0).sample(key)
-        return jax.random.uniform(key, batch + space.shape, minval=-1.0, maxval=1.0)
+        return uniform_action(self.env.action_space, key, obs.shape[: obs.ndim - self._obs_ndim])
 
     def _collect(
         self, state: Any, env: Env, explorer_at: Callable[[Any], PolicyFn]

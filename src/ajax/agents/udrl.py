@@ -41,7 +41,14 @@ import optax
 from flax import struct
 
 from ajax._xla import tuned_optimizer
-from ajax.acting import EnvCursor, PolicyFn, Transition, episode_metrics, rollout
+from ajax.acting import (
+    EnvCursor,
+    PolicyFn,
+    Transition,
+    episode_metrics,
+    rollout,
+    uniform_action,
+)
 from ajax.agents.base import Agent, hyperparameter
 from ajax.buffers import Episodes, EpisodeStore
 from ajax.envs import Discrete, Env
@@ -266,7 +273,11 @@ class UDRL(Agent):
 
     @property
     def warmup_iterations(self) -> int:
-        """The iterations that start before ``learning_starts`` steps: random, untrained."""
+        """The iterations that start before ``learning_starts`` steps: random, untrained.
+        Rounded up where the replay agents round down: their first learning iteration acts
+        at random step by step until ``learning_starts`` (as SB3's), while UDRL's acts on
+        whole iterations of exploratory commands, so rounding up keeps every one of the first
+        ``learning_starts`` steps uniform, as the paper's warm-up episodes are."""
         return -(-self.config.learning_starts // self.steps_per_iteration)
 
     def _collect(
@@ -307,7 +318,7 @@ class UDRL(Agent):
         """Uniformly random actions (the paper's warm-up episodes), stored; no training."""
 
         def uniform(params, obs, carry, key):
-            return jax.random.randint(key, obs.shape[:1], 0, self.env.action_space.n), carry, ()
+            return uniform_action(self.env.action_space, key, obs.shape[:1]), carry, ()
 
         return self._collect(state, env, uniform)
 
