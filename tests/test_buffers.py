@@ -84,7 +84,7 @@ def test_train_refuses_before_compiling(monkeypatch):
     import ajax.run.plan
 
     monkeypatch.setattr(ajax.run.plan, "available_bytes", lambda: 1_000)
-    with pytest.raises(MemoryError, match="Lower buffer_size"):
+    with pytest.raises(MemoryError, match=r"Lower what each seed stores \(buffer_size"):
         DQN(env_id="CartPole-v1").train(seed=[0, 1], n_timesteps=1_000)
 
 
