@@ -117,6 +117,15 @@ class ReplayBuffer:
         return jax.tree.map(lambda s: s[rows], self.storage)
 
 
+def within_first_episode(done: jax.Array) -> jax.Array:
+    """Which steps of sampled runs ``done [batch, length]`` (terminated or truncated) belong
+    to the episode each run starts in: those up to and including its first end. A world
+    model trained on a run learns nothing across an episode's end (TD-MPC2's reference never
+    samples across one)."""
+    done = done.astype(jnp.int32)
+    return (jnp.cumsum(done, axis=1) - done) == 0
+
+
 @struct.dataclass
 class Episodes:
     """Whole episodes at a fixed length: ``steps`` leaves ``[n, max_length, ...]`` (steps past

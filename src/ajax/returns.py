@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from flax import struct
 
 
 def gae(
@@ -93,3 +94,51 @@ def lambda_returns(
         backward, next_values[-1], (rewards, next_values, terminated, done), reverse=True
     )
     return returns
+
+
+@struct.dataclass
+class PercentileScale:
+    """DreamerV3's return scale (Hafner et al. 2023, section 3; the reference's ``retnorm``):
+    exponential averages of the returns' 5th and 95th percentiles, the actor's advantages
+    divided by their spread, never by less than 1, so that small returns are not blown up
+    to noise."""
+
+    low: jax.Array
+    high: jax.Array
+
+    @classmethod
+    def zeros(cls) -> PercentileScale:
+        return cls(jnp.zeros(()), jnp.zeros(()))
+
+    def update(self, returns: jax.Array, rate: float = 0.01) -> PercentileScale:
+        """Move both averages by ``rate`` towards this batch's percentiles."""
+        low, high = jnp.percentile(jax.lax.stop_gradient(returns), jnp.array([5.0, 95.0]))
+        return PercentileScale(
+            self.low + rate * (low - self.low), self.high + rate * (high - self.high)
+        )
+
+    @property
+    def scale(self) -> jax.Array:
+        return jnp.maximum(1.0, self.high - self.low)
+
+
+@struct.dataclass
+class SpreadScale:
+    """TD-MPC2's return scale (Hansen et al. 2024, section 3.2; the reference's
+    ``RunningScale``): an exponential average, from 1, of the spread between the 5th and 95th
+    percentiles of the Q-values, each batch's spread floored at 1 before it is averaged."""
+
+    value: jax.Array
+
+    @classmethod
+    def ones(cls) -> SpreadScale:
+        return cls(jnp.ones(()))
+
+    def update(self, q: jax.Array, rate: float = 0.01) -> SpreadScale:
+        """Move the average by ``rate`` towards this batch's floored spread."""
+        low, high = jnp.percentile(jax.lax.stop_gradient(q), jnp.array([5.0, 95.0]))
+        return SpreadScale(self.value + rate * (jnp.maximum(1.0, high - low) - self.value))
+
+    @property
+    def scale(self) -> jax.Array:
+        return self.value

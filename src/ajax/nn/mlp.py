@@ -19,7 +19,19 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "gelu": nn.gelu,
     "silu": nn.silu,
     "leaky_relu": nn.leaky_relu,
+    # x tanh(softplus(x)) (Misra 2019), TD-MPC2's activation.
+    "mish": lambda x: x * jnp.tanh(jax.nn.softplus(x)),
 }
+
+
+def simnorm(x: jax.Array, group: int = 8) -> jax.Array:
+    """Simplicial normalisation (TD-MPC2, Hansen et al. 2024, section 3.2): the last axis
+    split into groups of ``group`` features, each group a softmax, so that the latent lies on
+    a product of simplices and stays bounded however long the model unrolls."""
+    if x.shape[-1] % group:
+        raise ValueError(f"simnorm needs a width divisible by {group}, got {x.shape[-1]}.")
+    groups = x.reshape(*x.shape[:-1], -1, group)
+    return jax.nn.softmax(groups, axis=-1).reshape(x.shape)
 
 
 #: The product of the layers :func:`dense` makes while it is set (:func:`layer_products`);
