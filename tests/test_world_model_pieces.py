@@ -1,7 +1,7 @@
 """The pieces DreamerV3 and TD-MPC2 share (issue: the last two agents), pinned against their
 papers' definitions written out independently: symlog, two-hot regression over both bin
-layouts, the two return scales, SimNorm, Mish, MPPI planning, and the mask of a sampled
-run's first episode."""
+layouts, the two return scales, SimNorm, Mish, LaProp, the block GRU, MPPI planning, and
+the mask of a sampled run's first episode."""
 
 import jax
 import jax.numpy as jnp
@@ -10,9 +10,11 @@ import pytest
 
 from ajax.buffers import within_first_episode
 from ajax.nn.mlp import ACTIVATIONS, simnorm
+from ajax.nn.recurrent import BlockGRU
 from ajax.nn.twohot import symexp, symexp_bins, symlog, symlog_bins
 from ajax.planning import MPPI, shifted
 from ajax.returns import PercentileScale, SpreadScale
+from ajax.updates import clip_by_agc, laprop, optimizer_step
 
 VALUES = np.array([-3e5, -250.0, -1.0, -0.3, 0.0, 1e-4, 0.7, 2.0, 99.0, 4e4], np.float32)
 
@@ -162,3 +164,76 @@ def test_the_plan_moves_one_step_on_and_restarts_with_an_episode():
     mean = jnp.arange(6.0).reshape(3, 2)
     np.testing.assert_array_equal(shifted(mean, jnp.bool_(False)), [[2, 3], [4, 5], [0, 0]])
     np.testing.assert_array_equal(shifted(mean, jnp.bool_(True)), jnp.zeros((3, 2)))
+
+
+def _numpy_laprop(params, grads_per_step, lr, beta1, beta2, eps, agc, warmup):
+    """The reference's optimiser written out: AGC per tensor, RMS scaling with bias
+    correction, then bias-corrected momentum, the step ramped from 0 over ``warmup``."""
+    nu = {k: np.zeros_like(v) for k, v in params.items()}
+    mu = {k: np.zeros_like(v) for k, v in params.items()}
+    params = {k: v.copy() for k, v in params.items()}
+    for t, grads in enumerate(grads_per_step, start=1):
+        rate = lr * min(1.0, (t - 1) / warmup)
+        for k in params:
+            g = grads[k]
+            limit = agc * max(1e-3, np.linalg.norm(params[k]))
+            g = g / max(1.0, np.linalg.norm(g) / limit)
+            nu[k] = beta2 * nu[k] + (1 - beta2) * g * g
+            scaled = g / (np.sqrt(nu[k] / (1 - beta2**t)) + eps)
+            mu[k] = beta1 * mu[k] + (1 - beta1) * scaled
+            params[k] = params[k] - rate * mu[k] / (1 - beta1**t)
+    return params
+
+
+def test_laprop_is_the_references_optimiser():
+    rng = np.random.default_rng(3)
+    params = {"w": rng.normal(size=(4, 3)).astype(np.float32), "b": np.full(3, 0.1, np.float32)}
+    # Large gradients, so that the clipping acts on some steps.
+    grads = [
+        {k: (rng.normal(size=v.shape) * s).astype(np.float32) for k, v in params.items()}
+        for s in (0.1, 5.0, 1.0, 20.0)
+    ]
+    optimizer = laprop(learning_rate=1e-2, warmup=2)
+    state = optimizer.init(params)
+    got = {k: jnp.asarray(v) for k, v in params.items()}
+    for g in grads:
+        got, state = optimizer_step(optimizer, g, state, got)
+    want = _numpy_laprop(params, grads, 1e-2, 0.9, 0.999, 1e-20, 0.3, 2)
+    for k in params:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-7)
+        assert not np.allclose(want[k], params[k]), "the premise: the parameters moved"
+
+
+def test_agc_clips_each_tensor_as_a_whole():
+    params = {"w": jnp.ones((2, 2)), "tiny": jnp.zeros(3)}
+    updates = {"w": jnp.full((2, 2), 10.0), "tiny": jnp.ones(3)}
+    clipped, _ = clip_by_agc(0.3).update(updates, (), params)
+    np.testing.assert_allclose(jnp.linalg.norm(clipped["w"]), 0.3 * 2.0, rtol=1e-6)
+    np.testing.assert_allclose(jnp.linalg.norm(clipped["tiny"]), 0.3 * 1e-3, rtol=1e-5)
+    small = {"w": jnp.full((2, 2), 0.01), "tiny": jnp.zeros(3)}
+    np.testing.assert_array_equal(clip_by_agc(0.3).update(small, (), params)[0]["w"], small["w"])
+
+
+def test_the_block_gru_is_a_gru_and_each_block_sees_its_own_state_alone():
+    deter, inputs = jax.random.normal(jax.random.key(4), (2, 3, 16)), jnp.ones((2, 3, 5))
+    cell = BlockGRU(deter=16, blocks=4)
+    out = cell.apply(cell.init(jax.random.key(5), deter, inputs), deter, inputs)
+    assert out.shape == deter.shape
+    # Without the hidden layers (whose normalisation spans the state), d new / d old is
+    # block-diagonal: four blocks of 4 units.
+    gates_only = BlockGRU(deter=16, blocks=4, layers=0)
+    params = gates_only.init(jax.random.key(5), deter, inputs)
+    jacobian = jax.jacobian(lambda d: gates_only.apply(params, d, inputs[0, 0]))(deter[0, 0])
+    blocks = np.kron(np.eye(4), np.ones((4, 4))).astype(bool)
+    assert np.all(np.asarray(jacobian)[~blocks] == 0) and np.any(np.asarray(jacobian)[blocks] != 0)
+    # One block, no hidden layer: the GRU equations, from the kernel by hand.
+    plain = BlockGRU(deter=6, blocks=1, layers=0)
+    d, x = jax.random.normal(jax.random.key(6), (6,)), jax.random.normal(jax.random.key(7), (3,))
+    p = plain.init(jax.random.key(8), d, x)
+    layer = p["params"]["BlockLinear_0"]
+    gates = jnp.concatenate([d, x]) @ layer["kernel"][0] + layer["bias"]
+    r, c, u = jax.nn.sigmoid(gates[:6]), gates[6:12], jax.nn.sigmoid(gates[12:] - 1.0)
+    want = u * jnp.tanh(r * c) + (1 - u) * d
+    np.testing.assert_allclose(plain.apply(p, d, x), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="divide evenly"):
+        BlockGRU(deter=10, blocks=4).init(jax.random.key(0), jnp.zeros(10), jnp.zeros(2))

@@ -56,3 +56,41 @@ def clipped_over_one_vector(
     compiled and ran faster for the agents that use it (PERFORMANCE_REPORT.md, "What the
     CPU tuning buys")."""
     return optax.flatten(optax.chain(optax.clip_by_global_norm(max_grad_norm), direction))
+
+
+def clip_by_agc(clip: float = 0.3, floor: float = 1e-3) -> optax.GradientTransformation:
+    """Adaptive gradient clipping as DreamerV3's reference does it: each tensor's update
+    scaled down to at most ``clip`` times its parameter's norm (that norm floored at
+    ``floor``). ``optax.adaptive_grad_clip`` clips row by row instead (Brock et al. 2021), a
+    different rule."""
+
+    def update_fn(updates: Any, state: Any, params: Any = None) -> tuple[Any, Any]:
+        def one(update: jax.Array, param: jax.Array) -> jax.Array:
+            limit = clip * jnp.maximum(floor, jnp.linalg.norm(param.ravel()))
+            return update / jnp.maximum(1.0, jnp.linalg.norm(update.ravel()) / limit)
+
+        return jax.tree.map(one, updates, params), state
+
+    return optax.GradientTransformation(optax.init_empty_state, update_fn)
+
+
+def laprop(
+    learning_rate: float = 4e-5,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-20,
+    agc: float = 0.3,
+    warmup: int = 1000,
+) -> optax.GradientTransformation:
+    """LaProp (Ziyin et al. 2020) as DreamerV3 trains with it (Hafner et al. 2023; the
+    reference's ``opt`` settings are the defaults): clipped as :func:`clip_by_agc`, divided by
+    the root of the gradients' bias-corrected second moment, and only then averaged into a
+    bias-corrected momentum (Adam averages first, then divides), with the step size ramped
+    linearly from 0 over ``warmup`` updates."""
+    schedule = optax.linear_schedule(0.0, learning_rate, warmup) if warmup else learning_rate
+    return optax.chain(
+        clip_by_agc(agc),
+        optax.scale_by_rms(beta2, eps, eps_in_sqrt=False, bias_correction=True),
+        optax.ema(beta1, debias=True),
+        optax.scale_by_learning_rate(schedule),
+    )

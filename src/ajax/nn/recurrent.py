@@ -1,0 +1,83 @@
+"""The block-diagonal GRU of DreamerV3's recurrent state-space model (Hafner et al. 2023,
+appendix; the reference's ``rssm.py``): the deterministic state is split into ``blocks``
+groups, and each group's gates see its own slice of the state and the whole input, so a
+state of width ``d`` costs ``d^2 / blocks`` weights per layer rather than ``d^2``.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from ajax.nn.mlp import ACTIVATIONS
+
+
+class BlockLinear(nn.Module):
+    """A dense layer whose input and output are split into ``blocks`` groups, output group
+    ``k`` computed from input group ``k`` alone: a block-diagonal kernel, stored as
+    ``[blocks, in / blocks, units / blocks]``."""
+
+    units: int
+    blocks: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        if x.shape[-1] % self.blocks or self.units % self.blocks:
+            raise ValueError(
+                f"BlockLinear splits {x.shape[-1]} inputs and {self.units} units into "
+                f"{self.blocks} blocks: both must divide evenly."
+            )
+        inputs = x.shape[-1] // self.blocks
+        kernel = self.param(
+            "kernel",
+            nn.initializers.lecun_normal(in_axis=1, out_axis=2, batch_axis=(0,)),
+            (self.blocks, inputs, self.units // self.blocks),
+        )
+        bias = self.param("bias", nn.initializers.zeros, (self.units,))
+        grouped = x.reshape(*x.shape[:-1], self.blocks, inputs)
+        out = jnp.einsum("...ki,kio->...ko", grouped, kernel)
+        return out.reshape(*x.shape[:-1], self.units) + bias
+
+
+class BlockGRU(nn.Module):
+    """One step of the block GRU: ``(deter [..., deter], inputs [..., n]) -> deter``.
+
+    Each group of the state is joined by the whole input, passed through ``layers``
+    block-diagonal layers (RMS-normalised over the whole state, as the reference's, which
+    couples the groups through one scale; then ``activation``), and a last block layer gives
+    the group's reset, candidate and update gates. The update gate's bias starts at
+    -1, so a fresh cell keeps most of its state."""
+
+    deter: int
+    blocks: int = 8
+    layers: int = 1
+    activation: str = "silu"
+
+    @nn.compact
+    def __call__(self, deter: jax.Array, inputs: jax.Array) -> jax.Array:
+        g = self.blocks
+        if self.deter % g:
+            raise ValueError(
+                f"BlockGRU splits a state of {self.deter} into {g} blocks: they must divide evenly."
+            )
+        width = self.deter // g
+        joined = jnp.concatenate(
+            [
+                deter.reshape(*deter.shape[:-1], g, width),
+                jnp.broadcast_to(inputs[..., None, :], (*inputs.shape[:-1], g, inputs.shape[-1])),
+            ],
+            axis=-1,
+        )
+        x = joined.reshape(*deter.shape[:-1], -1)
+        for _ in range(self.layers):
+            x = ACTIVATIONS[self.activation](
+                nn.RMSNorm(epsilon=1e-4)(BlockLinear(self.deter, g)(x))
+            )
+        gates = BlockLinear(3 * self.deter, g)(x).reshape(*deter.shape[:-1], g, 3 * width)
+        reset, candidate, update = (
+            part.reshape(deter.shape) for part in jnp.split(gates, 3, axis=-1)
+        )
+        candidate = jnp.tanh(jax.nn.sigmoid(reset) * candidate)
+        update = jax.nn.sigmoid(update - 1.0)
+        return update * candidate + (1.0 - update) * deter
