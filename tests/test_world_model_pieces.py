@@ -1,7 +1,8 @@
 """The pieces DreamerV3 and TD-MPC2 share (issue: the last two agents), pinned against their
 papers' definitions written out independently: symlog, two-hot regression over both bin
-layouts, the two return scales, SimNorm, Mish, LaProp, the block GRU, MPPI planning, and
-the mask of a sampled run's first episode."""
+layouts, the two return scales, SimNorm, Mish, LaProp, the block GRU, the categorical
+latents' KL balancing with free bits, TD-MPC2's discount, MPPI planning, and the mask of a
+sampled run's first episode."""
 
 import jax
 import jax.numpy as jnp
@@ -9,11 +10,12 @@ import numpy as np
 import pytest
 
 from ajax.buffers import within_first_episode
+from ajax.nn.latents import balanced_kl, categorical_kl, straight_through_sample, unimix_logits
 from ajax.nn.mlp import ACTIVATIONS, simnorm
 from ajax.nn.recurrent import BlockGRU
 from ajax.nn.twohot import symexp, symexp_bins, symlog, symlog_bins
 from ajax.planning import MPPI, shifted
-from ajax.returns import PercentileScale, SpreadScale
+from ajax.returns import PercentileScale, SpreadScale, discount_for_episodes
 from ajax.updates import clip_by_agc, laprop, optimizer_step
 
 VALUES = np.array([-3e5, -250.0, -1.0, -0.3, 0.0, 1e-4, 0.7, 2.0, 99.0, 4e4], np.float32)
@@ -237,3 +239,49 @@ def test_the_block_gru_is_a_gru_and_each_block_sees_its_own_state_alone():
     np.testing.assert_allclose(plain.apply(p, d, x), want, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="divide evenly"):
         BlockGRU(deter=10, blocks=4).init(jax.random.key(0), jnp.zeros(10), jnp.zeros(2))
+
+
+def _numpy_kl(p_logits, q_logits):
+    p = np.exp(p_logits - np.log(np.exp(p_logits).sum(-1, keepdims=True)))
+    q = np.exp(q_logits - np.log(np.exp(q_logits).sum(-1, keepdims=True)))
+    return (p * (np.log(p) - np.log(q))).sum(axis=(-2, -1))
+
+
+def test_the_kl_is_categoricals_and_free_bits_leave_a_small_one_alone():
+    keys = jax.random.split(jax.random.key(10), 2)
+    post = unimix_logits(jax.random.normal(keys[0], (4, 32, 16)) * 3.0)
+    prior = unimix_logits(jax.random.normal(keys[1], (4, 32, 16)) * 3.0)
+    np.testing.assert_allclose(
+        categorical_kl(post, prior), _numpy_kl(np.asarray(post), np.asarray(prior)), rtol=1e-4
+    )
+    total, (dyn, rep) = balanced_kl(post, prior)[0], balanced_kl(post, prior)[1].T
+    assert bool(jnp.all(dyn > 1.0)) and bool(jnp.all(rep > 1.0)), "the premise: KLs above 1"
+    np.testing.assert_allclose(total, dyn + 0.1 * rep, rtol=1e-6)
+    # The dynamics term trains the prior alone, the representation term the posterior alone.
+    by_prior = jax.grad(lambda q: balanced_kl(post, q)[1][..., 0].sum())(prior)
+    by_post = jax.grad(lambda p: balanced_kl(p, prior)[1][..., 0].sum())(post)
+    assert float(jnp.abs(by_prior).sum()) > 0 and float(jnp.abs(by_post).sum()) == 0
+    # Below one nat the loss is flat: no gradient at all.
+    close = prior + 0.01 * jax.random.normal(keys[0], prior.shape)
+    assert bool(jnp.all(categorical_kl(close, prior) < 1.0))
+    flat = jax.grad(lambda p, q: balanced_kl(p, q)[0].sum(), argnums=(0, 1))(close, prior)
+    assert all(float(jnp.abs(g).sum()) == 0 for g in flat)
+
+
+def test_unimix_keeps_one_percent_uniform_and_samples_pass_probabilities_gradients():
+    logits = jnp.array([[30.0, 0.0, -30.0, 0.0]])
+    probs = jnp.exp(unimix_logits(logits))
+    np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-6)
+    assert float(probs.min()) >= 0.01 / 4 * 0.999
+    sample = straight_through_sample(jax.random.key(0), logits)
+    np.testing.assert_array_equal(sample, [[1.0, 0.0, 0.0, 0.0]])
+    weights = jnp.arange(4.0)
+    grad = jax.grad(lambda x: (straight_through_sample(jax.random.key(0), x) * weights).sum())
+    want = jax.grad(lambda x: (jax.nn.softmax(x) * weights).sum())
+    np.testing.assert_allclose(grad(jnp.zeros(4)), want(jnp.zeros(4)), rtol=1e-6)
+
+
+def test_tdmpc2s_discount_grows_with_the_episode():
+    assert discount_for_episodes(200) == pytest.approx(0.975)
+    assert discount_for_episodes(1000) == pytest.approx(0.995)
+    assert discount_for_episodes(50) == pytest.approx(0.95)  # (10 - 1) / 10 = 0.9, clipped

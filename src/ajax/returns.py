@@ -96,6 +96,16 @@ def lambda_returns(
     return returns
 
 
+def discount_for_episodes(
+    episode_length: int, denominator: float = 5.0, low: float = 0.95, high: float = 0.995
+) -> float:
+    """TD-MPC2's discount for a task whose episodes last ``episode_length`` steps (Hansen et
+    al. 2024, appendix; the reference's ``_get_discount``): ``(T/5 - 1) / (T/5)``, clipped to
+    ``[0.95, 0.995]``, so that the horizon the discount sees grows with the episode."""
+    fraction = episode_length / denominator
+    return min(max((fraction - 1) / fraction, low), high)
+
+
 @struct.dataclass
 class PercentileScale:
     """DreamerV3's return scale (Hafner et al. 2023, section 3; the reference's ``retnorm``):
