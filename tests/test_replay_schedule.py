@@ -143,3 +143,35 @@ def test_a_replay_agent_chooses_the_row_it_stores():
     buffer = result.state.buffer
     stored = np.asarray(buffer.storage["reward"][0, : int(buffer.size[0])])
     assert stored.size == 512 and set(stored.tolist()) == {10.0}  # CartPole pays 1 a step
+
+
+class _BurstDQN(DQN):
+    """DQN with a burst of updates when its warm-up ends, as TD-MPC2 has (``seed_steps``
+    updates once its random seeding is over)."""
+
+    @property
+    def pretrain_updates(self) -> int:
+        return 5
+
+    def pretrain(self, state, env):
+        return jax.lax.fori_loop(0, self.pretrain_updates, lambda _, s: self._update(s)[0], state)
+
+
+def test_a_burst_of_updates_runs_once_where_learning_begins(tmp_path):
+    agent = _BurstDQN(
+        env_id="CartPole-v1",
+        n_envs=1,
+        learning_starts=48,
+        train_frequency=1,
+        gradient_steps=1,
+        hidden_sizes=(16,),
+        batch_size=8,
+        buffer_size=256,
+    )
+    assert agent.warmup_iterations == 48
+    logging = LoggingConfig(log_frequency=32, log_dir=tmp_path)
+    # Segments of 32 iterations: learning begins inside the second, the burst with it, and
+    # the third and fourth segments do not repeat it. Two seeds share the one branch.
+    for steps, updates in ((48, 0), (49, 5 + 1), (128, 5 + 80)):
+        result = agent.train(seed=[0, 1], n_timesteps=steps, logging_config=logging)
+        np.testing.assert_array_equal(result.state.updates, [updates, updates])

@@ -52,7 +52,9 @@ def segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callabl
     and runs of any budget. Both are the same for every seed, so the split between the
     agent's warm-up iterations (collection alone, ``agent.warmup``) and its learning
     iterations is two loops, and a warm-up iteration computes no update: a per-seed
-    condition would compute both branches under the vmap.
+    condition would compute both branches under the vmap. An agent's once-only burst of
+    updates (``agent.pretrain``) runs between them, in the segment that holds the first
+    learning iteration.
 
     Divergence is checked (:func:`checked_iteration`, :func:`frozen`): a seed that diverged keeps
     the parameters of its last evaluation before, and its metrics and evaluations read NaN
@@ -87,6 +89,11 @@ def segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callabl
         if agent.warmup_iterations:
             n_warmup = jnp.clip(agent.warmup_iterations - first, 0, n_iterations)
             carry = jax.lax.fori_loop(0, n_warmup, warm, carry)
+        if agent.pretrain_updates:
+            # The same for every seed, so under the seeds' vmap this stays a branch.
+            due = (first + n_warmup == agent.warmup_iterations) & (n_warmup < n_iterations)
+            state = jax.lax.cond(due, lambda s: agent.pretrain(s, train_env), lambda s: s, carry[0])
+            carry = (state, *carry[1:])
         state, sums, health = jax.lax.fori_loop(n_warmup, n_iterations, learn, carry)
         state, health = frozen(agent, state, start_params, health, names, first + n_iterations - 1)
         outputs = {"sums": sums, "learning_iterations": n_iterations - n_warmup}
