@@ -153,9 +153,6 @@ class _BurstDQN(DQN):
     def pretrain_updates(self) -> int:
         return 5
 
-    def pretrain(self, state, env):
-        return jax.lax.fori_loop(0, self.pretrain_updates, lambda _, s: self._update(s)[0], state)
-
 
 def test_a_burst_of_updates_runs_once_where_learning_begins(tmp_path):
     agent = _BurstDQN(

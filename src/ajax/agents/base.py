@@ -19,9 +19,9 @@ An agent provides:
   with ``warmup`` instead, which collects and computes no update at all, so the run compiles
   no update into them (rather than computing updates and dropping them). ``iteration`` is
   only called after them. Of ``warmup``'s metrics the run keeps the episode sums.
-* ``pretrain_updates`` and ``pretrain(state, env) -> state``: an agent with a burst of updates
-  when its warm-up ends runs ``pretrain`` once, before its first learning iteration, in
-  whichever segment that iteration falls.
+* ``pretrain_updates``: an agent with a burst of updates when its warm-up ends (a replay
+  agent, whose ``pretrain`` runs them) has it run once, before its first learning iteration,
+  in whichever segment that iteration falls.
 * ``policy(params, obs)``, for every agent whose action depends on the observation alone
   (all but UDRL): the action distribution (:mod:`ajax.nn.distributions`), in the agent's
   action space (``[-1, 1]`` for continuous actions); its ``sample`` is the behaviour policy,
@@ -267,13 +267,10 @@ class Agent(abc.ABC):
 
     @property
     def pretrain_updates(self) -> int:
-        """Updates run once, at the start of the first learning iteration (:meth:`pretrain`):
-        TD-MPC2's burst on the data its random seeding collected. 0 for none."""
+        """Updates run once, before the first learning iteration, by ``pretrain(state,
+        env)`` (the replay agents': :meth:`ajax.agents.replay.ReplayAgent.pretrain`): TD-MPC2's
+        burst on the data its random seeding collected. 0 for none."""
         return 0
-
-    def pretrain(self, state: Any, env: Env) -> Any:
-        """The state after :attr:`pretrain_updates` updates on what the warm-up collected."""
-        raise NotImplementedError(f"{self.name} has no pretraining burst.")
 
     def initial_carry(self, params: Any, n: int) -> Any:
         """The acting carry of ``n`` copies at the start of their episodes."""

@@ -87,6 +87,11 @@ class ReplayAgent(Agent):
     def _update(self, state: Any) -> tuple[Any, dict[str, jax.Array]]:
         """The updates of one iteration, from the state's buffer."""
 
+    def pretrain(self, state: Any, env: Env) -> Any:
+        """The state after :attr:`pretrain_updates` updates (:meth:`_update`) on what the
+        warm-up stored, with no collection between them."""
+        return jax.lax.fori_loop(0, self.pretrain_updates, lambda _, s: self._update(s)[0], state)
+
     def store(self, buffer: ReplayBuffer, transition: Transition) -> ReplayBuffer:
         """``buffer`` with a step's ``transition`` written: the row an agent learns from.
         By default the one-step row (:meth:`ajax.buffers.ReplayBuffer.add_transitions`); an
