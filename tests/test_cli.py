@@ -144,8 +144,20 @@ def test_options_may_come_before_the_agent(argv, tmp_path, monkeypatch):
     assert config["hyperparameters"]["n_steps"] == 16
 
 
-def _error_lines(out):
-    return [line for line in out.splitlines() if line.strip() and not line.startswith("Training")]
+def _failure_line(argv, capsys):
+    """The one line ``ajax`` prints for a run that failed on the machine, checking that it
+    exits with status 1 and prints no traceback."""
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "Traceback" not in captured.out + captured.err
+    lines = [
+        line
+        for line in captured.out.splitlines()
+        if line.strip() and not line.startswith("Training")
+    ]
+    assert len(lines) == 1, captured.out
+    return lines[0]
 
 
 def test_an_unwritable_log_dir_is_one_line_and_a_failure(monkeypatch, capsys):
@@ -153,13 +165,9 @@ def test_an_unwritable_log_dir_is_one_line_and_a_failure(monkeypatch, capsys):
 
     monkeypatch.setattr(loop, "lower_run", compiling)
     # The issue's command as written: --n-timesteps defaults to train's 100,000.
-    code = main(["train", "PPO", "--env", "CartPole-v1", "--log-dir", "/proc/forbidden"])
-    captured = capsys.readouterr()
-    assert code == 1
-    assert "Traceback" not in captured.out + captured.err
-    lines = _error_lines(captured.out)
-    assert len(lines) == 1, captured.out
-    assert "Cannot write logs to /proc/forbidden" in lines[0] and "--log-dir" in lines[0]
+    argv = ["train", "PPO", "--env", "CartPole-v1", "--log-dir", "/proc/forbidden"]
+    line = _failure_line(argv, capsys)
+    assert "Cannot write logs to /proc/forbidden" in line and "--log-dir" in line
 
 
 @pytest.mark.parametrize(
@@ -191,12 +199,8 @@ def test_a_run_failing_on_the_machine_is_one_line_and_a_failure(
         raise error
 
     monkeypatch.setattr(loop, "train", failing)
-    code = main(["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "512"])
-    captured = capsys.readouterr()
-    assert code == 1
-    assert "Traceback" not in captured.out + captured.err
-    lines = _error_lines(captured.out)
-    assert len(lines) == 1 and cause in lines[0] and fix in lines[0], captured.out
+    line = _failure_line(["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "512"], capsys)
+    assert cause in line and fix in line, line
 
 
 def test_version(capsys):

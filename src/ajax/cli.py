@@ -326,7 +326,10 @@ def _failure(error: BaseException) -> tuple[str, int]:
         fix = "Free space there, or give --log-dir another directory, and run again."
         return f"{error} {fix}", FAILED
     if isinstance(error, MemoryError):
-        fix = "Run fewer --seeds at once, or lower --buffer-size (docs/memory.md)."
+        fix = (
+            "Run fewer --seeds at once, or lower what each seed stores (--buffer-size, or "
+            "--store-size for UDRL; docs/memory.md)."
+        )
         return (str(error) or f"Out of memory. {fix}"), FAILED
     if isinstance(error, OSError):
         if isinstance(error.__cause__, OSError):  # Ajax's own: it names the path and the fix
