@@ -8,9 +8,10 @@ import pytest
 
 from ajax import AGENTS as AGENTS_BY_NAME
 from ajax import APG, APO, DQN, PPO, PQN, REDQ, SAC, TD3
-from ajax.acting import EnvCursor, rollout
+from ajax.acting import EnvCursor, rollout, uniform_action
 from ajax.envs import Discrete
 from ajax.envs.wrappers import copies
+from ajax.nn import EpsilonGreedy
 from ajax.run.program import RunState
 
 from .probes import ActionReward, TwoStep
@@ -163,3 +164,11 @@ def test_every_agents_state_has_what_the_run_reads(name):
     env = agent.env_copies(2)
     state = jax.eval_shape(lambda key: agent.init(key, env, 1), jax.random.key(0))
     assert isinstance(state, RunState) and isinstance(state.cursor, EnvCursor)
+
+
+def test_the_uniform_warm_up_draws_what_epsilon_greedy_at_one_draws():
+    space = Discrete(5)
+    for seed in range(4):
+        key = jax.random.key(seed)
+        want = EpsilonGreedy(jnp.zeros((3, 7, 5)), 1.0).sample(key)
+        np.testing.assert_array_equal(uniform_action(space, key, (3, 7)), want)

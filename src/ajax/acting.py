@@ -19,7 +19,6 @@ from flax import struct
 
 from ajax.envs import Discrete, Env
 from ajax.envs.spaces import Space
-from ajax.nn import EpsilonGreedy
 
 
 def uniform_action(space: Space, key: jax.Array, batch: tuple[int, ...]) -> jax.Array:
@@ -27,8 +26,10 @@ def uniform_action(space: Space, key: jax.Array, batch: tuple[int, ...]) -> jax.
     collects before it learns (``learning_starts``), in the agents' action space (``[-1, 1]``
     for a ``Box``), in the environment's action shape."""
     if isinstance(space, Discrete):
-        # Epsilon-greedy with epsilon 1, the DQN paper's warm-up policy (no Q-values needed).
-        return EpsilonGreedy(jnp.zeros((*batch, space.n)), 1.0).sample(key)
+        # Epsilon-greedy with epsilon 1, the DQN paper's warm-up policy, draws exactly this:
+        # its exploration test always passes, so neither it nor the greedy action is traced.
+        _, action_key = jax.random.split(key)
+        return jax.random.randint(action_key, batch, 0, space.n, dtype=jnp.int32)
     return jax.random.uniform(key, batch + space.shape, minval=-1.0, maxval=1.0)
 
 
