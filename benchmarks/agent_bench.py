@@ -81,6 +81,7 @@ TASKS: dict[str, tuple[str, dict]] = {
     "UDRL": ("CartPole-v1", {}),
     "ASAC": ("Pendulum-v1", {"learning_starts": 1_000}),
     "AVG": ("Pendulum-v1", {}),
+    "TDMPC2": ("Pendulum-v1", {"learning_starts": 1_000}),
 }
 
 

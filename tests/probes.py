@@ -82,3 +82,14 @@ class ContinuingReward(_Probe):
 
     def _transition(self, obs, t, action):
         return 1.0, jnp.asarray(False), obs
+
+
+class RewardIsAction(_Probe):
+    """One step; the reward is the (continuous) action itself: the best action is the upper
+    bound, 1, so a policy must push its action all the way up."""
+
+    def __init__(self):
+        super().__init__(continuous=True)
+
+    def _transition(self, obs, t, action):
+        return action[0], jnp.asarray(True), obs

@@ -13,7 +13,7 @@ from ajax._version import __version__
 _compile_cache.configure()
 _devices.configure()
 
-from ajax.agents import AGENTS, APG, APO, ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, UDRL  # noqa: E402
+from ajax.agents import AGENTS, APG, APO, ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, TDMPC2, UDRL  # noqa: E402
 from ajax.checkpoint import CheckpointConfig  # noqa: E402
 from ajax.envs import make_env  # noqa: E402
 from ajax.logging import LoggingConfig  # noqa: E402
@@ -33,6 +33,7 @@ __all__ = [
     "REDQ",
     "SAC",
     "TD3",
+    "TDMPC2",
     "UDRL",
     "CheckpointConfig",
     "LoggingConfig",

@@ -12,9 +12,10 @@ from ajax.agents.pqn import PQN
 from ajax.agents.redq import REDQ
 from ajax.agents.sac import SAC
 from ajax.agents.td3 import TD3
+from ajax.agents.tdmpc2 import TDMPC2
 from ajax.agents.udrl import UDRL
 
-for cls in (PPO, DQN, PQN, SAC, TD3, REDQ, APO, APG, UDRL, ASAC, AVG):
+for cls in (PPO, DQN, PQN, SAC, TD3, REDQ, APO, APG, UDRL, ASAC, AVG, TDMPC2):
     register(cls)
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "REDQ",
     "SAC",
     "TD3",
+    "TDMPC2",
     "UDRL",
     "Agent",
 ]

@@ -78,6 +78,20 @@ class ReplayAgent(Agent):
     def warmup_iterations(self) -> int:
         return self.config.learning_starts // self.steps_per_iteration
 
+    def _require_sequences_at_start(self, length: int) -> None:
+        """Refuse a ``learning_starts`` too small for the first update to find a run of
+        ``length`` consecutive steps of one copy in the store (a world model's sequences):
+        :meth:`ajax.buffers.ReplayBuffer.sample_sequences` needs ``(length - 1) * n_envs + 1``
+        rows written."""
+        least = (length - 1) * self.n_envs + 1
+        if self.config.learning_starts < least:
+            raise ValueError(
+                f"learning_starts={self.config.learning_starts} is too small for "
+                f"{self.name}'s sequences of {length} steps with n_envs={self.n_envs}: the "
+                f"first update needs {least} stored steps. Set learning_starts to at least "
+                f"{least}."
+            )
+
     @abc.abstractmethod
     def _explorer_at(self, state: Any) -> PolicyFn:
         """The behaviour at ``state.steps``: uniform until ``learning_starts``, the agent's

@@ -1,0 +1,136 @@
+"""TD-MPC2: its settings from the task, its planning step at every preset (traced only), the
+plan carried and reset per copy, its memory estimate, and two probes on a small model."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ajax import TDMPC2
+from ajax.agents.tdmpc2 import PRESETS
+from ajax.run.plan import state_bytes
+
+from .probes import ContinuingReward, RewardIsAction, _Probe
+
+#: The tiny model and planner, a larger step size and fast targets: the probes are tiny
+#: problems.
+PROBE = dict(
+    size="tiny",
+    batch_size=32,
+    learning_starts=64,
+    learning_rate=1e-3,
+    tau=0.1,
+    gradient_steps=4,
+    buffer_size=4096,
+)
+
+
+def test_the_discount_and_seeding_come_from_the_episode_length():
+    agent = TDMPC2("Pendulum-v1")  # episodes of 200 steps
+    assert agent.config.gamma == pytest.approx(0.975)
+    assert agent.config.learning_starts == 1000
+    assert agent.pretrain_updates == 1000
+    stated = TDMPC2("Pendulum-v1", gamma=0.9, learning_starts=2000, gradient_steps=4)
+    assert (stated.config.gamma, stated.config.learning_starts) == (0.9, 2000)
+    assert stated.pretrain_updates == 500
+
+
+def test_bad_settings_are_refused_with_the_fix():
+    with pytest.raises(ValueError, match=r"not a TD-MPC2 preset.*'1m'.*'317m', 'cpu', 'tiny'"):
+        TDMPC2("Pendulum-v1", size="2m")
+    with pytest.raises(ValueError, match="learning_starts to at least 9"):
+        TDMPC2("Pendulum-v1", n_envs=4, learning_starts=8)
+    TDMPC2("Pendulum-v1", n_envs=4, learning_starts=9)
+
+
+@pytest.mark.parametrize("size", sorted(PRESETS))
+def test_a_planning_step_has_the_right_shapes_at_every_preset(size):
+    agent = TDMPC2("Pendulum-v1", n_envs=2, size=size, buffer_size=16)
+    env = agent.env_copies(2)
+    state = jax.eval_shape(lambda key: agent.init(key, env, 1), jax.random.PRNGKey(0))
+    action, carry = jax.eval_shape(
+        lambda s, key: agent.act(s.params, s.cursor.obs, s.cursor.carry, key, False),
+        state,
+        jax.random.PRNGKey(1),
+    )
+    assert action.shape == (2, 1)
+    assert carry.shape == state.cursor.carry.shape == (2, agent.config.horizon, 1)
+    assert jax.tree.leaves(state.target_q)[0].shape[0] == PRESETS[size].num_q
+    latent = state.params["dynamics"]["params"]["Dense_2"]["kernel"].shape[-1]
+    assert latent == PRESETS[size].latent_dim
+
+
+def test_the_memory_estimate_holds_the_sequence_store_networks_and_optimisers():
+    agent = TDMPC2("Pendulum-v1", buffer_size=10_000)
+    env = agent.env_copies(1)
+    state = jax.eval_shape(lambda key: agent.init(key, env, 1), jax.random.PRNGKey(0))
+    total, buffers = state_bytes(state)
+    nbytes = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))  # noqa: E731
+    # Each row: obs (3), action, reward, terminated, truncated (runs stop at episode ends)
+    # and the true next obs (3), as float32.
+    assert nbytes(state.buffer.storage) == 10_000 * 4 * (3 + 1 + 1 + 1 + 1 + 3) <= buffers
+    networks = nbytes(state.params) + nbytes(state.target_q) + nbytes(state.opt_state)
+    # Adam keeps two moments per parameter, and the Q targets a copy of the Q-functions.
+    assert nbytes(state.opt_state) >= 2 * nbytes(state.params)
+    assert total >= buffers + networks
+
+
+class _RandomEnds(_Probe):
+    """Episodes that end at random (probability one half per step): copies fall out of step."""
+
+    def __init__(self):
+        super().__init__(continuous=True)
+
+    def _transition(self, obs, t, action):
+        return 0.0, jnp.asarray(False), obs
+
+    def step(self, key, state, action):
+        state, obs, reward, _, truncated, info = super().step(key, state, action)
+        return state, obs, reward, jax.random.bernoulli(key), truncated, info
+
+
+def test_the_plan_is_carried_and_reset_to_zeros_per_copy_where_an_episode_ends():
+    agent = TDMPC2(_RandomEnds(), n_envs=8, **PROBE)
+    env = agent.env_copies(8)
+    state = agent.init(jax.random.PRNGKey(0), env, 1)
+    # A plan carried from the step before, non-zero everywhere.
+    state = state.replace(cursor=state.cursor.replace(carry=jnp.full_like(state.cursor.carry, 0.5)))
+    state = state.replace(steps=jnp.asarray(agent.config.learning_starts))
+    after, transitions = jax.jit(lambda s: agent._collect(s, env, agent._explorer_at))(state)
+    done = np.asarray(transitions.done[0])
+    carry = np.asarray(after.cursor.carry)
+    assert 0 < done.sum() < 8
+    np.testing.assert_array_equal(carry[done], 0.0)
+    # Elsewhere the plan moved one step on: the last step is the fresh zero.
+    assert np.all(np.abs(carry[~done][:, :-1]).sum(axis=(1, 2)) > 0)
+    np.testing.assert_array_equal(carry[~done][:, -1], 0.0)
+
+
+@pytest.fixture(scope="module")
+def continuing():
+    env = ContinuingReward(continuous=True)
+    agent = TDMPC2(env, n_envs=2, gamma=0.75, **PROBE)
+    return agent, agent.train(seed=[0, 1], n_timesteps=1024)
+
+
+def test_q_learns_a_constant_reward_within_ten_percent(continuing):
+    agent, result = continuing
+    obs, action = jnp.ones((1, 1)), jnp.array([[0.3]])
+    q = jax.vmap(lambda p: agent.q_values(p, obs, action))(result.state.params)
+    np.testing.assert_allclose(np.asarray(q), 1 / (1 - 0.75), rtol=0.1)
+
+
+def test_the_planned_action_finds_the_largest_reward():
+    agent = TDMPC2(RewardIsAction(), n_envs=2, **PROBE)
+    result = agent.train(seed=[0, 1], n_timesteps=1024)
+    obs = jnp.ones((1, 1))
+
+    def planned(params, key):
+        carry = agent.initial_carry(params, 1)
+        return agent.act(params, obs, carry, key, True)[0][0, 0]
+
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    actions = jax.vmap(planned)(result.state.params, keys)
+    prior = jax.vmap(lambda p: agent.policy(p, obs).mode()[0, 0])(result.state.params)
+    assert np.all(np.asarray(actions) > 0.9), actions
+    assert np.all(np.asarray(prior) > 0.9), prior
