@@ -4,9 +4,12 @@ way. Writes one JSON line per run (the curve per seed, the final statistic again
 wall and compile time, commit) to ``benchmarks/results/world_models.jsonl``.
 
     JAX_PLATFORMS=cpu python benchmarks/world_model_learning.py --agent TDMPC2
+    JAX_PLATFORMS=cpu python benchmarks/world_model_learning.py --agent DreamerV3 \\
+        --n-timesteps 20000   # a pilot
 
 Bars (issue 42): TD-MPC2 at ``size="cpu"`` on Pendulum-v1, final mean at least -300 within
-15k steps.
+15k steps; DreamerV3 at ``size="1m"`` on CartPole-v1, ``train_ratio`` 32, mean of the last 3
+evaluations at least 150 at 100k steps.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 #: agent -> (task, hyperparameters, steps, evaluation every, the bar, evaluations averaged)
 RUNS = {
     "TDMPC2": ("Pendulum-v1", {"size": "cpu"}, 15_000, 1_000, -300.0, 1),
+    "DreamerV3": ("CartPole-v1", {"size": "1m", "train_ratio": 32}, 100_000, 5_000, 150.0, 3),
 }
 
 

@@ -19,6 +19,21 @@ SMALL = {
     "ASAC": ("Pendulum-v1", {"buffer_size": 1_000, "hidden_sizes": (16, 16)}),
     "AVG": ("Pendulum-v1", {"hidden_sizes": (16, 16)}),
     "UDRL": ("CartPole-v1", {"n_steps": 4, "n_updates": 2, "store_size": 8, "last_few": 4}),
+    "TDMPC2": (
+        "Pendulum-v1",
+        {"size": "tiny", "buffer_size": 1_000, "batch_size": 8, "learning_starts": 16},
+    ),
+    "DreamerV3": (
+        "CartPole-v1",
+        {
+            "size": "debug",
+            "batch_size": 8,
+            "batch_length": 10,
+            "train_ratio": 20.0,
+            "learning_starts": 160,
+            "buffer_size": 1_000,
+        },
+    ),
 }
 
 

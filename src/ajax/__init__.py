@@ -13,7 +13,22 @@ from ajax._version import __version__
 _compile_cache.configure()
 _devices.configure()
 
-from ajax.agents import AGENTS, APG, APO, ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, TDMPC2, UDRL  # noqa: E402
+from ajax.agents import (  # noqa: E402
+    AGENTS,
+    APG,
+    APO,
+    ASAC,
+    AVG,
+    DQN,
+    PPO,
+    PQN,
+    REDQ,
+    SAC,
+    TD3,
+    TDMPC2,
+    UDRL,
+    DreamerV3,
+)
 from ajax.checkpoint import CheckpointConfig  # noqa: E402
 from ajax.envs import make_env  # noqa: E402
 from ajax.logging import LoggingConfig  # noqa: E402
@@ -36,6 +51,7 @@ __all__ = [
     "TDMPC2",
     "UDRL",
     "CheckpointConfig",
+    "DreamerV3",
     "LoggingConfig",
     "RunHungError",
     "RunInterrupted",
