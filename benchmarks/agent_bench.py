@@ -82,6 +82,7 @@ TASKS: dict[str, tuple[str, dict]] = {
     "ASAC": ("Pendulum-v1", {"learning_starts": 1_000}),
     "AVG": ("Pendulum-v1", {}),
     "TDMPC2": ("Pendulum-v1", {"learning_starts": 1_000}),
+    "DreamerV3": ("CartPole-v1", {"learning_starts": 1_000}),
 }
 
 
