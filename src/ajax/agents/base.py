@@ -198,6 +198,16 @@ class Agent(abc.ABC):
                 "onto finite bounds. Wrap the environment to give it finite bounds."
             )
 
+    def _require_one_of(self, name: str, choices: Any, what: str) -> None:
+        """Refuse a config whose ``name`` is not among ``choices`` (a string field, which the
+        range check cannot cover), naming them: ``what`` says what the field picks."""
+        value = getattr(self.config, name)
+        if value not in choices:
+            raise ValueError(
+                f"{name}={value!r} is not a {what}; pick one of "
+                f"{', '.join(repr(choice) for choice in choices)}."
+            )
+
     def _require_at_most(self, name: str, limit: str, why: str) -> None:
         """Refuse a config whose ``name`` exceeds ``limit`` (both fields), saying ``why``."""
         value, bound = getattr(self.config, name), getattr(self.config, limit)

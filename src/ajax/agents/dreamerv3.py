@@ -353,11 +353,7 @@ class DreamerV3(ReplayAgent):
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
         c = self.config
-        if c.size not in PRESETS:
-            raise ValueError(
-                f"size={c.size!r} is not a DreamerV3 model size; pick one of "
-                f"{', '.join(repr(name) for name in PRESETS)}."
-            )
+        self._require_one_of("size", PRESETS, "DreamerV3 model size")
         replayed = c.batch_size * c.batch_length
         schedule = replay_schedule(c.train_ratio, replayed, self.n_envs)
         if schedule is None:

@@ -178,11 +178,7 @@ class TDMPC2(ReplayAgent):
 
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
-        if self.config.size not in PRESETS:
-            raise ValueError(
-                f"size={self.config.size!r} is not a TD-MPC2 preset; choose one of "
-                f"{', '.join(repr(name) for name in PRESETS)}."
-            )
+        self._require_one_of("size", PRESETS, "TD-MPC2 preset")
         episode = self.env.max_episode_steps
         resolved = {}
         if self.config.learning_starts == 0:
