@@ -93,3 +93,12 @@ class RewardIsAction(_Probe):
 
     def _transition(self, obs, t, action):
         return action[0], jnp.asarray(True), obs
+
+
+class ZeroObservationActionReward(ActionReward):
+    """:class:`ActionReward` seen through an all-zero observation: a network with zero
+    biases has all-zero features at first, so only its output layer's biases can learn the
+    action until the hidden biases move."""
+
+    def _first_obs(self, key):
+        return jnp.zeros(1)

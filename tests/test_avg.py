@@ -1,6 +1,7 @@
 """AVG: the TD-error scaler against a NumPy port of the reference's, the penultimate
-normalisation, one update against Adam with beta 1 = 0 on gradients by the chain rule, and
-learning Pendulum without a buffer. The probes are in test_continuous_probes.py."""
+normalisation and its zero vector, one update against Adam with beta 1 = 0 on gradients by
+the chain rule, and learning Pendulum without a buffer. The probes are in
+test_continuous_probes.py."""
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +11,9 @@ import pytest
 from ajax import AVG
 from ajax.acting import actor_step
 from ajax.agents.avg import TDErrorScaler
+from ajax.nn.mlp import unit_norm
 
+from .probes import ZeroObservationActionReward
 from .states import initial_state
 
 
@@ -87,6 +90,31 @@ def test_penultimate_features_have_unit_norm():
         (features,) = jax.tree.leaves(sown)
         assert features.shape == (16, 32)
         np.testing.assert_allclose(jnp.linalg.norm(features, axis=-1), 1.0, rtol=1e-5)
+
+
+def test_unit_norm_of_a_zero_vector_is_zero_with_a_zero_gradient():
+    x = jnp.array([[0.0, 0.0, 0.0], [3.0, 0.0, 4.0]])
+    np.testing.assert_allclose(unit_norm(x), [[0.0, 0.0, 0.0], [0.6, 0.0, 0.8]], rtol=1e-6)
+    gradient = jax.grad(lambda x: unit_norm(x)[:, 0].sum())(x)
+    np.testing.assert_allclose(gradient[0], 0.0)
+    # d(x0/|x|)/dx at (3, 0, 4): (1/|x| - x0^2/|x|^3, 0, -x0 x2/|x|^3).
+    np.testing.assert_allclose(gradient[1], [0.128, 0.0, -0.096], rtol=1e-5)
+
+
+@pytest.mark.parametrize("normalize_observations", [True, False])
+def test_avg_learns_from_an_all_zero_observation(normalize_observations):
+    # Its zero features once made the first update's actor loss NaN (diverged at step 2).
+    agent = AVG(
+        env_id=ZeroObservationActionReward(continuous=True),
+        n_envs=2,
+        hidden_sizes=(64, 64),
+        normalize_observations=normalize_observations,
+    )
+    result = agent.train(seed=[0, 1], n_timesteps=8192)
+    assert not np.any(result.diverged)
+    obs = jnp.zeros((1, 1))
+    action = jax.vmap(lambda p: agent.policy(p, obs).mode())(result.state.params)
+    np.testing.assert_allclose(np.asarray(action)[..., 0], 0.5, atol=0.1)
 
 
 def _hand_gradients(agent, env, state):

@@ -85,6 +85,16 @@ def _dense(size: int, fan_in: int, init: str, gain: float) -> nn.Dense:
 INITS = ("orthogonal", "lecun", "torch")
 
 
+def unit_norm(x: jax.Array) -> jax.Array:
+    """``x / ||x||`` along the last axis. A vector of norm below 1e-12 maps to zero with zero
+    gradient, the norm's subgradient there: dividing by the norm, as AVG's reference does,
+    gives NaN gradients (and its forward pass NaN) on a zero feature vector, which a zero
+    observation through zero biases produces."""
+    square = jnp.sum(x * x, axis=-1, keepdims=True)
+    nonzero = square > 1e-24
+    return jnp.where(nonzero, x * jax.lax.rsqrt(jnp.where(nonzero, square, 1.0)), 0.0)
+
+
 class MLP(nn.Module):
     """Hidden layers then a linear output of ``out_dim`` units.
 
@@ -115,7 +125,7 @@ class MLP(nn.Module):
             x = _dense(size, x.shape[-1], self.weight_init, self.hidden_gain)(x)
             x = act(nn.LayerNorm()(x) if self.layer_norm else x)
         if self.normalize_features:
-            x = x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+            x = unit_norm(x)
             # Kept only when applied with mutable=["intermediates"] (tests read it).
             self.sow("intermediates", "features", x)
         return _dense(self.out_dim, x.shape[-1], self.weight_init, self.out_gain)(x)
