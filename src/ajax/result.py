@@ -14,13 +14,14 @@ import numpy as np
 
 from ajax._version import __version__
 from ajax._xla import compiler_options, unrolled_threefry
-from ajax.acting import reset_carry
 from ajax.agent_registry import agent_from_config
 from ajax.envs.core import SEED_AXIS, Env
 from ajax.envs.gymnax_adapter import GymnaxAdapter
 from ajax.envs.registry import is_registered
 from ajax.envs.spaces import Box, Space
+from ajax.policy import Policy, acting_step
 from ajax.serialization import as_json, decode_state, encode_state
+from ajax.stats import iqm, iqm_interval
 
 _STATE_FILE = "state.msgpack"
 _META_FILE = "result.json"
@@ -31,6 +32,9 @@ _META_FILE = "result.json"
 FORMAT = 3
 #: The layouts ``load`` reads.
 READABLE_FORMATS = (1, 2, 3)
+#: Seeds from which a summary gives the interquartile mean and its interval: with fewer, a
+#: bootstrap over seeds has too few distinct resamples for a 95% interval to mean much.
+IQM_MIN_SEEDS = 5
 
 
 @dataclass
@@ -63,6 +67,9 @@ class TrainResult:
     timings: dict[str, float] = field(default_factory=dict)
     log_dir: str | None = None
     diverged: list[dict[str, Any]] = field(default_factory=list)
+    #: act_with_carry's programs by ``deterministic``, built once so that later calls are
+    #: served from JAX's cache rather than traced again.
+    _programs: dict[bool, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def from_history(cls, *, history: list[tuple[int, dict[str, np.ndarray]]], **kwargs):
@@ -86,6 +93,53 @@ class TrainResult:
         """Each seed's acting carry for one copy at the start of an episode (leading seed
         axis): what :meth:`act_with_carry` starts from. ``()`` for agents without one."""
         return jax.vmap(lambda params: self.agent.initial_carry(params, 1))(self.state.params)
+
+    def policy_fn(self, seed_index: int | None = None, deterministic: bool = True) -> Policy:
+        """A function from a raw observation to an environment action, compiled once here:
+        each call then costs one call into the compiled program. ``seed_index`` picks one
+        seed's policy; ``None`` acts with every seed (actions with a leading seed axis). See
+        :class:`ajax.policy.Policy`, which also keeps an acting carry across calls."""
+        return Policy(self, seed_index, deterministic)
+
+    def observe(self, obs: Any) -> jax.Array:
+        """Each seed's view of a raw observation ``obs`` (one, or one per seed): with the
+        normalisation statistics learnt in training applied, as the agent's ``policy``,
+        ``value``, ``q_values`` and ``act`` take observations. ``[S, *obs_shape]``."""
+        obs = self._per_seed(obs)
+        env = self.agent.env_copies(1)
+        observe = lambda env_state, o: env.observe(env_state, o[None])[0]  # noqa: E731
+        return jax.vmap(observe)(self.state.cursor.env_state, obs)
+
+    def summary(self) -> dict[str, Any]:
+        """The final and the best evaluation return, as means over seeds, and, for runs of 5
+        seeds or more, the interquartile mean of the final returns over seeds with its 95%
+        stratified-bootstrap interval (``final_iqm``, ``final_iqm_interval``)."""
+        returns = np.asarray(self.evaluations["episode_return"])
+        if returns.shape[-1] == 0:
+            raise ValueError("the run has no evaluations to summarise; train with a LoggingConfig.")
+        mean = returns.mean(0)
+        summary: dict[str, Any] = {"final": float(mean[-1]), "best": float(np.max(mean))}
+        if len(self.seeds) >= IQM_MIN_SEEDS:
+            low, high = iqm_interval(returns[:, -1])
+            summary |= {
+                "final_iqm": float(iqm(returns[:, -1])),
+                "final_iqm_interval": (float(low), float(high)),
+            }
+        return summary
+
+    def _per_seed(self, obs: Any) -> jax.Array:
+        """``obs`` as float32 ``[S, *obs_shape]``: one observation given to every seed, or
+        one per seed."""
+        obs = jnp.asarray(obs, jnp.float32)
+        obs_shape = self.agent.env.observation_space.shape
+        if obs.shape == obs_shape:
+            obs = jnp.broadcast_to(obs, (len(self.seeds), *obs_shape))
+        if obs.shape != (len(self.seeds), *obs_shape):
+            raise ValueError(
+                f"obs must have shape {obs_shape} or {(len(self.seeds), *obs_shape)}, "
+                f"got {obs.shape}."
+            )
+        return obs
 
     def act(self, obs: Any, deterministic: bool = True, key: jax.Array | None = None) -> np.ndarray:
         """Each seed's action for ``obs``, in the environment's own action space.
@@ -119,30 +173,19 @@ class TrainResult:
         per seed), which the carry takes in first; then, where ``episode_start`` (one flag,
         or one per seed) is true, the carry is reset to the initial one, as in training.
         """
-        obs = jnp.asarray(obs, jnp.float32)
-        obs_shape = self.agent.env.observation_space.shape
-        if obs.shape == obs_shape:
-            obs = jnp.broadcast_to(obs, (len(self.seeds), *obs_shape))
-        if obs.shape != (len(self.seeds), *obs_shape):
-            raise ValueError(
-                f"obs must have shape {obs_shape} or {(len(self.seeds), *obs_shape)}, "
-                f"got {obs.shape}."
-            )
+        obs = self._per_seed(obs)
         if key is None:
             key = jax.random.PRNGKey(0)
         keys = jax.random.split(key, len(self.seeds))
         start = jnp.broadcast_to(jnp.asarray(episode_start, bool), (len(self.seeds),))
         earned = jnp.broadcast_to(jnp.asarray(reward, jnp.float32), (len(self.seeds),))
-        env = self.agent.env_copies(1)
-
-        def one(params, env_state, o, c, s, r, k):
-            c = self.agent.after_step(params, c, r[None])
-            c = reset_carry(c, self.agent.initial_carry(params, 1), s[None])
-            o = env.observe(env_state, o[None])
-            action, c = self.agent.act(params, o, c, k, deterministic)
-            return env.action_to_env(action)[0], c
-
-        program = jax.jit(jax.vmap(one), compiler_options=compiler_options(self.agent))
+        program = self._programs.get(deterministic)
+        if program is None:
+            program = jax.jit(
+                jax.vmap(acting_step(self.agent, deterministic)),
+                compiler_options=compiler_options(self.agent),
+            )
+            self._programs[deterministic] = program
         with unrolled_threefry():
             action, carry = program(
                 self.state.params, self.state.cursor.env_state, obs, carry, start, earned, keys
@@ -257,16 +300,33 @@ def environment_for(config: dict[str, Any], env: Env | None, where: Path, how: s
     return env
 
 
+def result_dir(path: str | Path) -> Path:
+    """The directory of a saved result: ``path`` itself, or its ``result`` subdirectory,
+    where ``ajax train`` saves a run's."""
+    path = Path(path)
+    if not (path / _META_FILE).exists() and (path / "result" / _META_FILE).exists():
+        return path / "result"
+    if not (path / _META_FILE).exists():
+        raise FileNotFoundError(
+            f"{path} holds no saved Ajax result (no {_META_FILE} in it or in its result/)."
+        )
+    return path
+
+
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """A saved result's description (agent, environment, hyperparameters, seeds, curves)
+    without its state: what comparing runs needs. ``path`` as for :func:`load`."""
+    return json.loads((result_dir(path) / _META_FILE).read_text())
+
+
 def load(path: str | Path, env: Env | None = None) -> TrainResult:
-    """Read a result written by ``TrainResult.save``; it acts and evaluates as the original.
+    """Read a result written by ``TrainResult.save`` (``path`` is its directory, or the run
+    directory of ``ajax train`` holding it); it acts and evaluates as the original.
 
     A run on a registered id rebuilds its environment from the id. A run on an environment
     object needs that environment as ``env``, whose spaces must be those saved."""
-    path = Path(path)
-    meta_file = path / _META_FILE
-    if not meta_file.exists():
-        raise FileNotFoundError(f"{path} holds no saved Ajax result (no {_META_FILE}).")
-    meta = json.loads(meta_file.read_text())
+    path = result_dir(path)
+    meta = read_meta(path)
     written_by = meta.get("ajax_version", "0.1.0 or earlier")
     readable = ", ".join(str(f) for f in READABLE_FORMATS)
     if meta.get("format") not in READABLE_FORMATS:
@@ -301,8 +361,9 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
     )
 
 
-def evaluate(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
-    """Mean return of ``num_episodes`` deterministic episodes for each seed's policy: [S]."""
+def episode_returns(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
+    """The returns of ``num_episodes`` deterministic episodes of each seed's policy, one
+    episode per evaluation copy, with the training state's normalisation: [S, num_episodes]."""
     from ajax.evaluation import run_episodes
 
     if isinstance(num_episodes, bool) or not isinstance(num_episodes, int) or num_episodes <= 0:
@@ -313,8 +374,13 @@ def evaluate(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.n
 
     def one(state, key):
         returns, _ = run_episodes(agent, env, state.params, key, state.cursor.env_state)
-        return returns.mean()
+        return returns
 
     program = jax.jit(jax.vmap(one, axis_name=SEED_AXIS), compiler_options=compiler_options(agent))
     with unrolled_threefry():
         return np.asarray(program(result.state, keys))
+
+
+def evaluate(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
+    """Mean return of ``num_episodes`` deterministic episodes for each seed's policy: [S]."""
+    return episode_returns(result, num_episodes, seed).mean(axis=1)

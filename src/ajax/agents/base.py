@@ -253,9 +253,10 @@ class Agent(abc.ABC):
         """Collect, then update; returns the state and scalar metrics."""
 
     def policy(self, params: Any, obs: jax.Array) -> Any:
-        """The action distribution at ``obs`` (a batch), in the agent's action space. Optional:
-        :meth:`act` is the contract, and an agent whose action depends on a carry (UDRL's
-        command) has no policy of the observation alone."""
+        """The action distribution at ``obs`` (a batch, normalised as the agent's wrappers
+        normalise it: ``TrainResult.observe`` of a raw one), in the agent's action space.
+        Optional: :meth:`act` is the contract, and an agent whose action depends on a carry
+        (UDRL's command) has no policy of the observation alone."""
         raise NotImplementedError(
             f"{self.name} acts through act(params, obs, carry, key, deterministic), from "
             "initial_carry(params, n): its action depends on a carry, so it has no policy of "
@@ -292,10 +293,17 @@ class Agent(abc.ABC):
         :meth:`act`."""
         return carry
 
+    @property
+    def reads_rewards(self) -> bool:
+        """Whether the acting carry spends rewards (:meth:`after_step` is the agent's own, as
+        UDRL's is): a loop that acts outside training must then hand each reward back."""
+        return type(self).after_step is not Agent.after_step
+
     def act(
         self, params: Any, obs: jax.Array, carry: Any, key: jax.Array, deterministic: bool
     ) -> tuple[jax.Array, Any]:
-        """The action at ``obs`` (a batch), in the environment's action shape, and the carry
+        """The action at ``obs`` (a batch, normalised as for :meth:`policy`), in the
+        environment's action shape and the agent's units ([-1, 1] for a Box), and the carry
         of the next step: the policy's mode when ``deterministic``, else a sample."""
         dist = self.policy(params, obs)
         action = dist.mode() if deterministic else dist.sample(key)
