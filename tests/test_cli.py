@@ -1,10 +1,15 @@
-"""The command line: train with a run directory, list, cache."""
+"""The command line: train with a run directory, eval, plot, list, cache."""
 
+import contextlib
+import io
 import json
+import re
 
 import pytest
 
 from ajax.cli import main
+from ajax.plotting import differing_settings
+from ajax.result import read_meta
 
 
 def test_train_writes_a_complete_run_directory(tmp_path, capsys):
@@ -221,3 +226,70 @@ def test_n_envs_help_names_each_agents_default(capsys):
         main(["train", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert all(f"{name} {cls.default_n_envs}" in out for name, cls in AGENTS.items())
+
+
+@pytest.fixture(scope="module")
+def five_seed_runs(tmp_path_factory):
+    """Two small CartPole runs saved by ajax train, of 5 and 2 seeds, one step size apart;
+    the 5-seed run's closing lines."""
+    log_dir = tmp_path_factory.mktemp("runs")
+    base = ["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "256", "--n-envs", "2"]
+    base += ["--n-steps", "16", "--log-frequency", "64", "--log-dir", str(log_dir)]
+    outputs = []
+    for name, extra in (
+        ("five", ["--seeds", "5"]),
+        ("two", ["--seeds", "2", "--learning-rate", "0.001"]),
+    ):
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            assert main([*base, *extra, "--run-name", name]) == 0
+        outputs.append(out.getvalue())
+    return log_dir / "five", log_dir / "two", " ".join(outputs[0].split())
+
+
+def test_a_five_seed_run_ends_with_the_iqm_and_its_interval(five_seed_runs):
+    *_, out = five_seed_runs
+    assert re.search(
+        r"final IQM over 5 seeds: -?[\d.]+ \[-?[\d.]+, -?[\d.]+\] \(95% bootstrap", out
+    )
+
+
+def test_eval_prints_each_seeds_mean_and_std_and_the_iqm(five_seed_runs, capsys):
+    five, two, _ = five_seed_runs
+    assert main(["eval", str(five), "--episodes", "3"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "3 episodes" in out and "mean return" in out and "std" in out
+    assert re.search(r"IQM over 5 seeds: [\d.]+ \[[\d.]+, [\d.]+\]", out)
+    assert main(["eval", str(two / "result"), "--episodes", "4", "--seed-index", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert re.search(r"IQM over 4 episodes: [\d.]+ \[[\d.]+, [\d.]+\]", out)
+
+
+def test_eval_refuses_a_bad_seed_index_and_a_directory_without_a_run(
+    five_seed_runs, tmp_path, capsys
+):
+    five, *_ = five_seed_runs
+    assert main(["eval", str(five), "--seed-index", "5"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert out == "--seed-index 5 is out of range: the run has 5 seeds, indices 0..4."
+    assert main(["eval", str(tmp_path)]) == 2
+    assert "holds no saved Ajax result" in capsys.readouterr().out
+
+
+def test_plot_overlays_runs_labelled_by_what_differs(five_seed_runs, tmp_path, capsys):
+    five, two, _ = five_seed_runs
+    out = tmp_path / "c.png"
+    assert main(["plot", str(five), str(two), "-o", str(out)]) == 0
+    assert out.read_bytes().startswith(b"\x89PNG") and out.stat().st_size > 10_000
+    labels = differing_settings([read_meta(five), read_meta(two)])
+    assert labels == ["PPO learning_rate=0.00025", "PPO learning_rate=0.001"]
+
+
+def test_eval_records_a_video_of_a_run_saved_by_train(five_seed_runs, tmp_path, capsys):
+    five, *_ = five_seed_runs
+    gif = tmp_path / "cp.gif"
+    assert main(["eval", str(five), "--video", str(gif), "--seed-index", "2"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    frames = int(re.search(r"wrote (\d+) frames of 1 episode\(s\)", out).group(1))
+    assert gif.read_bytes().startswith(b"GIF8") and frames >= 8
+    assert main(["eval", str(five), "--video", str(tmp_path / "cp.avi")]) == 2
+    assert ".gif" in capsys.readouterr().out

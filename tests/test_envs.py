@@ -8,7 +8,7 @@ import pytest
 
 from ajax import make_env
 from ajax.envs import Box, Discrete, Env, from_gymnax
-from ajax.envs.core import SEED_AXIS
+from ajax.envs.core import SEED_AXIS, bare_state
 from ajax.envs.wrappers import (
     ActionMap,
     AutoReset,
@@ -17,6 +17,7 @@ from ajax.envs.wrappers import (
     NormalizeReward,
     RunningMoments,
     VectorEnv,
+    copies,
 )
 
 
@@ -237,6 +238,17 @@ def test_normalisation_wrappers_and_their_evaluation_copies():
     eval_state, _, raw_reward, *_ = frozen.step(key, eval_state, action)
     np.testing.assert_array_equal(eval_state.inner.moments.mean, moments.mean)
     assert float(raw_reward.max()) <= 0.0 and float(raw_reward.min()) >= -16.3
+
+
+def test_bare_state_reaches_through_every_wrapper():
+    bare = make_env("Pendulum-v1")
+    env = NormalizeReward(NormalizeObservation(copies(bare, 3)), gamma=0.99)
+    state, _ = env.reset(jax.random.PRNGKey(0))
+    expected, _ = jax.vmap(bare.reset)(jax.random.split(jax.random.PRNGKey(0), 3))
+    found = bare_state(env, state)
+    assert type(found) is type(expected)
+    np.testing.assert_array_equal(found.theta, expected.theta)
+    assert bare_state(bare, expected) is expected
 
 
 _NEEDS_DOWNLOAD = {"MNISTBandit-bsuite"}

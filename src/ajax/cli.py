@@ -1,4 +1,4 @@
-"""The ``ajax`` command line: ``ajax train``, ``ajax list``, ``ajax cache``."""
+"""The ``ajax`` command line: ``ajax train``, ``eval``, ``plot``, ``list`` and ``cache``."""
 
 from __future__ import annotations
 
@@ -402,8 +402,6 @@ def _save(result: Any) -> Path:
 
 
 def _print_summary(result: Any, run_dir: Path) -> None:
-    from ajax.plotting import curve_summary
-
     returns = result.evaluations["episode_return"]
     table = Table(title=f"{result.agent.name} on {result.agent.env_id}")
     table.add_column("seed")
@@ -412,19 +410,108 @@ def _print_summary(result: Any, run_dir: Path) -> None:
     for seed, curve in zip(result.seeds, returns, strict=True):
         table.add_row(str(seed), f"{curve[-1]:.1f}", f"{curve.max():.1f}")
     console.print(table)
-    summary = curve_summary(result)
+    summary = result.summary()
     t = result.timings
     console.print(
         f"mean over seeds: final {summary['final']:.1f}, best {summary['best']:.1f}; "
         f"compile {t['compile_s']:.1f} s, run {t['run_s']:.1f} s "
         f"({result.n_timesteps * len(result.seeds) / t['run_s']:,.0f} steps/s over all seeds)"
     )
+    if "final_iqm" in summary:
+        low, high = summary["final_iqm_interval"]
+        console.print(
+            f"final IQM over {len(result.seeds)} seeds: {summary['final_iqm']:.1f} "
+            f"[{low:.1f}, {high:.1f}] (95% bootstrap interval)"
+        )
     for report in result.diverged:
         console.print(
             f"[red]seed {report['seed']} diverged at step {report['timestep']:,}[/red] "
             f"({report['metric']} was not finite): frozen from there, its evaluations NaN"
         )
     console.print(f"run directory: {run_dir}")
+
+
+def _eval(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ajax eval",
+        description="Evaluate a saved run's policies in deterministic episodes, or record one "
+        "seed's episodes to a video.",
+    )
+    parser.add_argument("run_dir", help="a run directory of ajax train, or its result/")
+    parser.add_argument(
+        "--episodes", type=int, default=None, help="episodes per seed (20; 1 for a video)"
+    )
+    parser.add_argument("--seed-index", type=int, default=None, help="only this seed (0-based)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
+    parser.add_argument(
+        "--video", default=None, help="write seed-index's episodes to this .gif or .mp4"
+    )
+    args = parser.parse_args(argv)
+    import ajax
+    from ajax.result import episode_returns
+    from ajax.stats import iqm, iqm_interval
+
+    try:
+        result = ajax.load(args.run_dir)
+        n_seeds = len(result.seeds)
+        if args.seed_index is not None and not 0 <= args.seed_index < n_seeds:
+            raise ValueError(
+                f"--seed-index {args.seed_index} is out of range: the run has {n_seeds} seeds, "
+                f"indices 0..{n_seeds - 1}."
+            )
+        if args.video is not None:
+            from ajax.video import record_video
+
+            recorded = record_video(
+                result, args.video, args.seed_index or 0, args.episodes or 1, args.seed
+            )
+            console.print(
+                f"wrote {recorded['frames']} frames of {len(recorded['episode_lengths'])} "
+                f"episode(s), returns {', '.join(f'{r:.1f}' for r in recorded['episode_returns'])}"
+                f", to {recorded['path']}"
+            )
+            return 0
+        returns = episode_returns(result, args.episodes or 20, args.seed)
+    except (ValueError, FileNotFoundError, ImportError) as error:
+        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        return REFUSED
+    indices = range(n_seeds) if args.seed_index is None else [args.seed_index]
+    table = Table(
+        title=f"{result.agent.name} on {result.agent.env_id}: {returns.shape[1]} episodes"
+    )
+    table.add_column("seed")
+    table.add_column("mean return", justify="right")
+    table.add_column("std", justify="right")
+    for i in indices:
+        table.add_row(str(result.seeds[i]), f"{returns[i].mean():.1f}", f"{returns[i].std():.1f}")
+    console.print(table)
+    # Over seeds, each seed's mean return is one score; one seed's episodes are the scores.
+    scores = returns.mean(axis=1) if args.seed_index is None else returns[args.seed_index]
+    low, high = iqm_interval(scores)
+    over = f"{n_seeds} seeds" if args.seed_index is None else f"{len(scores)} episodes"
+    console.print(
+        f"IQM over {over}: {iqm(scores):.1f} [{low:.1f}, {high:.1f}] (95% bootstrap interval)"
+    )
+    return 0
+
+
+def _plot(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ajax plot",
+        description="Overlay saved runs' learning curves: the IQM over seeds with a 95% band.",
+    )
+    parser.add_argument("run_dirs", nargs="+", help="run directories of ajax train")
+    parser.add_argument("-o", "--output", default="curves.png", help="the image to write")
+    args = parser.parse_args(argv)
+    from ajax.plotting import plot_runs
+
+    try:
+        out = plot_runs(args.run_dirs, args.output)
+    except (ValueError, FileNotFoundError) as error:
+        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        return REFUSED
+    console.print(f"wrote {out}")
+    return 0
 
 
 def _list(_: Sequence[str]) -> int:
@@ -469,10 +556,12 @@ def _cache(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": _train, "list": _list, "cache": _cache}
+COMMANDS = {"train": _train, "eval": _eval, "plot": _plot, "list": _list, "cache": _cache}
 USAGE = (
-    "usage: ajax {train,list,cache} ... | ajax --version\n"
+    "usage: ajax {train,eval,plot,list,cache} ... | ajax --version\n"
     "  train   train an agent over seeds (ajax train --help)\n"
+    "  eval    evaluate a saved run, or record a video of it (ajax eval --help)\n"
+    "  plot    overlay saved runs' learning curves (ajax plot --help)\n"
     "  list    the agents and the environment ids\n"
     "  cache   the compile cache (ajax cache --help)"
 )

@@ -6,8 +6,55 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from flax import struct
 
 from ajax.envs import Env
+
+
+@struct.dataclass
+class Episodes:
+    """One deterministic episode under way on each copy of an evaluation environment: the
+    copies' state and observation, the acting carry, and each episode's return, length and
+    whether it has ended."""
+
+    env_state: Any
+    obs: jax.Array
+    carry: Any
+    key: jax.Array
+    returns: jax.Array
+    lengths: jax.Array
+    done: jax.Array
+
+
+def start_episodes(
+    agent: Any, env: Env, params: Any, key: jax.Array, source_env_state: Any
+) -> Episodes:
+    """Episodes starting on every copy of ``env`` (an evaluation copy, see
+    ``Wrapper.for_evaluation``), with the normalisation statistics of ``source_env_state``."""
+    reset_key, key = jax.random.split(key)
+    state, obs = env.reset_from(reset_key, source_env_state)
+    zeros = jnp.zeros(env.num_envs)
+    carry = agent.initial_carry(params, env.num_envs)
+    return Episodes(state, obs, carry, key, zeros, zeros.astype(jnp.int32), zeros.astype(bool))
+
+
+def step_episodes(agent: Any, env: Env, params: Any, episodes: Episodes) -> Episodes:
+    """``episodes`` one step on under the agent's deterministic policy. Finished episodes are
+    masked: each copy plays one episode, so its acting carry never needs a reset."""
+    key, act_key, step_key = jax.random.split(episodes.key, 3)
+    action, carry = agent.act(params, episodes.obs, episodes.carry, act_key, deterministic=True)
+    state, obs, reward, terminated, truncated, _ = env.step(step_key, episodes.env_state, action)
+    carry = agent.after_step(params, carry, reward)
+    done = episodes.done
+    return Episodes(
+        state,
+        obs,
+        carry,
+        key,
+        episodes.returns + jnp.where(done, 0.0, reward),
+        episodes.lengths + jnp.where(done, 0, 1),
+        done | terminated | truncated,
+    )
 
 
 def run_episodes(
@@ -17,30 +64,18 @@ def run_episodes(
     ``Wrapper.for_evaluation``), with the normalisation statistics of ``source_env_state``.
 
     Returns each copy's undiscounted return and length. The loop stops as soon as every
-    copy's episode has ended, or at the time limit; finished episodes are masked meanwhile
-    (each copy plays one episode, so its acting carry never needs a reset).
+    copy's episode has ended, or at the time limit.
     (Under the vmap over seeds it runs until every seed's episodes have ended.)
     """
-    reset_key, key = jax.random.split(key)
-    state, obs = env.reset_from(reset_key, source_env_state)
-    zeros = jnp.zeros(env.num_envs)
 
     def one_step(loop):
-        state, obs, carry, key, returns, lengths, done, t = loop
-        key, act_key, step_key = jax.random.split(key, 3)
-        action, carry = agent.act(params, obs, carry, act_key, deterministic=True)
-        state, obs, reward, terminated, truncated, _ = env.step(step_key, state, action)
-        carry = agent.after_step(params, carry, reward)
-        returns = returns + jnp.where(done, 0.0, reward)
-        lengths = lengths + jnp.where(done, 0, 1)
-        return state, obs, carry, key, returns, lengths, done | terminated | truncated, t + 1
-
-    carry = agent.initial_carry(params, env.num_envs)
-    init = (state, obs, carry, key, zeros, zeros.astype(jnp.int32), zeros.astype(bool), 0)
+        episodes, t = loop
+        return step_episodes(agent, env, params, episodes), t + 1
 
     def running(loop):
-        *_, done, t = loop
-        return jnp.logical_and(~jnp.all(done), t < env.max_episode_steps)
+        episodes, t = loop
+        return jnp.logical_and(~jnp.all(episodes.done), t < env.max_episode_steps)
 
-    *_, returns, lengths, _, _ = jax.lax.while_loop(running, one_step, init)
-    return returns, lengths
+    start = start_episodes(agent, env, params, key, source_env_state)
+    episodes, _ = jax.lax.while_loop(running, one_step, (start, 0))
+    return episodes.returns, episodes.lengths

@@ -2,34 +2,52 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+#: Matplotlib's default cycle, named so that runs past the tenth reuse it in order.
+COLORS = [f"C{i}" for i in range(10)]
 
 
 def plot_learning_curve(result, path: str | Path, title: str | None = None) -> Path:
     """Evaluation return against steps: the mean over seeds, and a band of one standard
     deviation; each seed as a thin line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     steps = result.evaluations["timestep"]
     returns = result.evaluations["episode_return"]
     if steps.size == 0:
         raise ValueError("the run has no evaluations to plot; train with a LoggingConfig.")
     mean, std = returns.mean(0), returns.std(0)
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    fig, ax = _figure()
     for seed, curve in zip(result.seeds, returns, strict=True):
         ax.plot(
             steps, curve, lw=0.7, alpha=0.35, label=f"seed {seed}" if len(returns) <= 8 else None
         )
     ax.plot(steps, mean, lw=2.2, color="C0", label=f"mean of {len(returns)} seeds")
     ax.fill_between(steps, mean - std, mean + std, color="C0", alpha=0.2, label="± 1 std")
+    title = title or f"{result.agent.name} on {result.agent.env_id}"
+    return _save(fig, ax, path, "evaluation return", title)
+
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(7, 4.2), dpi=110)
+
+
+def _save(fig, ax, path: str | Path, ylabel: str, title: str) -> Path:
+    """Labels, grid and legend of a curve plot, written to ``path`` and closed."""
+    import matplotlib.pyplot as plt
+
     ax.set_xlabel("environment steps")
-    ax.set_ylabel("evaluation return")
-    ax.set_title(title or f"{result.agent.name} on {result.agent.env_id}")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
@@ -39,8 +57,47 @@ def plot_learning_curve(result, path: str | Path, title: str | None = None) -> P
     return path
 
 
-def curve_summary(result) -> dict[str, float]:
-    """Final and best mean evaluation return over seeds."""
-    returns = result.evaluations["episode_return"]
-    mean = returns.mean(0)
-    return {"final": float(mean[-1]), "best": float(np.max(mean))}
+def differing_settings(metas: list[dict[str, Any]]) -> list[str]:
+    """A label for each saved run (see ``ajax.result.read_meta``): its agent, then what
+    sets it apart from the other runs of that agent (environment, copies, hyperparameters),
+    as ``name=value``."""
+    labels = []
+    for meta in metas:
+        settings = _settings(meta)
+        peers = [_settings(m) for m in metas if m["agent"] == meta["agent"]]
+        differing = [
+            f"{name}={value}"
+            for name, value in settings.items()
+            if any(peer.get(name) != value for peer in peers)
+        ]
+        labels.append(" ".join([meta["agent"], *differing]))
+    return labels
+
+
+def _settings(meta: dict[str, Any]) -> dict[str, Any]:
+    return {"env": meta["env_id"], "n_envs": meta["n_envs"]} | meta["hyperparameters"]
+
+
+def plot_runs(paths: Sequence[str | Path], out: str | Path) -> Path:
+    """Overlays the learning curves of saved runs: for each, the interquartile mean over its
+    seeds at each evaluation and its 95% stratified-bootstrap band, labelled by agent and
+    the settings that differ between runs."""
+    from ajax.result import read_meta
+    from ajax.stats import iqm, iqm_interval
+
+    metas = [read_meta(path) for path in paths]
+    for path, meta in zip(paths, metas, strict=True):
+        if not meta["evaluations"]["timestep"]:
+            raise ValueError(f"the run in {path} has no evaluations to plot.")
+    fig, ax = _figure()
+    for color, meta, label in zip(
+        itertools.cycle(COLORS), metas, differing_settings(metas), strict=False
+    ):
+        steps = np.asarray(meta["evaluations"]["timestep"])
+        returns = np.asarray(meta["evaluations"]["episode_return"], np.float64)
+        low, high = iqm_interval(returns[:, None])
+        seeds = len(returns)
+        ax.plot(steps, iqm(returns), lw=2, color=color, label=f"{label} ({seeds} seeds)")
+        ax.fill_between(steps, low, high, color=color, alpha=0.2)
+    title = ", ".join(sorted({meta["env_id"] for meta in metas}))
+    return _save(fig, ax, out, "evaluation return (IQM over seeds, 95% interval)", title)

@@ -113,9 +113,16 @@ class Wrapper(Env):
             return self.inner.reset_from(key, source)
         return self.inner.reset(key)
 
+    def inner_state(self, state: Any) -> Any:
+        """The state of ``inner`` within ``state``, a state of this wrapper: ``state`` itself
+        for a wrapper without state of its own; wrappers that keep state override it."""
+        return state
+
     def observe(self, state: Any, obs: jax.Array) -> jax.Array:
         """What this stack turns a raw observation into, given its state (normalisation)."""
-        return self.inner.observe(state, obs) if isinstance(self.inner, Wrapper) else obs
+        if isinstance(self.inner, Wrapper):
+            return self.inner.observe(self.inner_state(state), obs)
+        return obs
 
     def action_to_env(self, action: jax.Array) -> jax.Array:
         """The action the bare environment receives for an agent's action."""
@@ -125,3 +132,11 @@ class Wrapper(Env):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"
+
+
+def bare_state(env: Env, state: Any) -> Any:
+    """The bare environment's state within ``state``, a state of the wrapper stack ``env``
+    (with a leading copy axis where the stack vectorises): what a renderer draws."""
+    while isinstance(env, Wrapper):
+        env, state = env.inner, env.inner_state(state)
+    return state

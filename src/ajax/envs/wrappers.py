@@ -125,8 +125,8 @@ class EpisodeStats(Wrapper):
     def reset_from(self, key: jax.Array, source: EpisodeStatsState) -> tuple[Any, jax.Array]:
         return self._start(*self.inner.reset_from(key, source.inner))
 
-    def observe(self, state: EpisodeStatsState, obs: jax.Array) -> jax.Array:
-        return super().observe(state.inner, obs)
+    def inner_state(self, state: EpisodeStatsState) -> Any:
+        return state.inner
 
     def _start(self, state: Any, obs: jax.Array) -> tuple[EpisodeStatsState, jax.Array]:
         zeros = jnp.zeros(self.num_envs)
@@ -232,8 +232,11 @@ class NormalizeObservation(Wrapper):
             source.moments, obs
         )
 
+    def inner_state(self, state: NormalizeObservationState) -> Any:
+        return state.inner
+
     def observe(self, state: NormalizeObservationState, obs: jax.Array) -> jax.Array:
-        return self._normalize(state.moments, super().observe(state.inner, obs))
+        return self._normalize(state.moments, super().observe(state, obs))
 
     def step(
         self, key: jax.Array, state: NormalizeObservationState, action: jax.Array
@@ -277,8 +280,8 @@ class NormalizeReward(Wrapper):
         state, obs = self.inner.reset_from(key, source.inner)
         return NormalizeRewardState(state, jnp.zeros(self.num_envs), source.moments), obs
 
-    def observe(self, state: NormalizeRewardState, obs: jax.Array) -> jax.Array:
-        return super().observe(state.inner, obs)
+    def inner_state(self, state: NormalizeRewardState) -> Any:
+        return state.inner
 
     def step(self, key: jax.Array, state: NormalizeRewardState, action: jax.Array) -> StepResult:
         inner, obs, reward, terminated, truncated, info = self.inner.step(key, state.inner, action)

@@ -1,0 +1,125 @@
+"""record_video: a trained policy's deterministic episodes, one frame per step, in a GIF or an
+MP4; environments without a renderer, and wrong arguments, refused before anything compiles."""
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import gymnax
+import imageio.v3 as iio
+import jax
+import numpy as np
+import pytest
+
+import ajax
+from ajax.envs import from_gymnax
+from ajax.evaluation import run_episodes
+from ajax.video import record_video
+
+
+def _evaluation_episodes(result, seed_index, episodes, seed):
+    """The returns and lengths of ``ajax.evaluate``'s episodes for one seed, as
+    ``record_video`` promises to show them."""
+    agent = result.agent
+    env = agent.env_copies(episodes).for_evaluation()
+    state = jax.tree.map(lambda leaf: leaf[seed_index], result.state)
+    key = jax.random.split(jax.random.PRNGKey(seed), len(result.seeds))[seed_index]
+    program = jax.jit(lambda params, key, source: run_episodes(agent, env, params, key, source))
+    returns, lengths = program(state.params, key, state.cursor.env_state)
+    return np.asarray(returns), np.asarray(lengths)
+
+
+def _check_frames(frames, count, shape):
+    assert frames.shape == (count, *shape, 3) and frames.dtype == np.uint8
+    assert not all(np.array_equal(frames[0], frame) for frame in frames[1:])
+
+
+def test_a_cartpole_gif_shows_the_evaluation_episodes_step_by_step(small_result, tmp_path):
+    path = tmp_path / "cartpole.gif"
+    out = record_video(small_result, path, seed_index=1, seed=7)
+
+    returns, lengths = _evaluation_episodes(small_result, 1, 1, seed=7)
+    assert out["episode_lengths"] == lengths.tolist()
+    np.testing.assert_allclose(out["episode_returns"], returns)
+    assert out["frames"] == lengths.sum() and out["path"] == str(path)
+    # Pillow's GIF writer keeps a run of identical frames (the cart moving less than a pixel)
+    # as one frame shown for their total time, so the time, not the count, is exact.
+    frames = iio.imread(path, index=None)
+    _check_frames(frames, len(frames), (400, 600))
+    with iio.imopen(path, "r") as file:
+        shown_ms = sum(file.metadata(index=i)["duration"] for i in range(len(frames)))
+    assert out["fps"] == 50.0 and shown_ms == out["frames"] * 20
+
+
+# Reading the MP4 starts ffmpeg, which execs as soon as it is forked.
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+def test_a_pendulum_mp4_holds_every_step_of_every_episode(tmp_path):
+    # Both normalisation wrappers, so that the renderer reaches the bare state through them.
+    agent = ajax.PPO(
+        env_id="Pendulum-v1",
+        n_envs=2,
+        n_steps=16,
+        normalize_observations=True,
+        normalize_rewards=True,
+    )
+    result = agent.train(seed=[0], n_timesteps=256)
+    path = tmp_path / "pendulum.mp4"
+    out = record_video(result, path, episodes=2)
+
+    returns, lengths = _evaluation_episodes(result, 0, 2, seed=0)
+    assert out["episode_lengths"] == lengths.tolist() == [200, 200]
+    np.testing.assert_allclose(out["episode_returns"], returns, rtol=1e-5)
+    frames = iio.imread(path, index=None, plugin="FFMPEG")
+    _check_frames(frames, out["frames"], (500, 500))
+    assert out["frames"] == 400
+
+
+@pytest.fixture(scope="module")
+def user_env_result():
+    """A result on a gymnax environment object (CartPole's dynamics under no registered id),
+    which no renderer here draws; it is never trained or compiled."""
+    env, params = gymnax.make("CartPole-v1")
+    agent = ajax.PPO(env_id=from_gymnax(env, params), n_envs=2)
+    return ajax.TrainResult(agent, state=None, seeds=[0], n_timesteps=0, evaluations={})
+
+
+@pytest.mark.parametrize("env", ["user", "target_gym/Plane"])
+def test_an_environment_without_a_renderer_is_refused_before_compiling(
+    env, user_env_result, monkeypatch, tmp_path
+):
+    result = user_env_result
+    if env != "user":
+        result = dataclasses.replace(result, agent=ajax.PPO(env_id=env, n_envs=2))
+
+    def no_compiling(*args, **kwargs):
+        raise AssertionError("record_video compiled before refusing")
+
+    monkeypatch.setattr(jax, "jit", no_compiling)
+    shown = "an environment object" if env == "user" else env
+    with pytest.raises(ValueError, match=rf"gymnax/CartPole-v1.*brax/.*not {shown}") as error:
+        record_video(result, tmp_path / "out.gif")
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"path": "out.avi"}, r"writes \.gif or \.mp4 files, got 'out\.avi'"),
+        ({"seed_index": 1}, r"seed_index must lie in 0\.\.0.*got 1"),
+        ({"seed_index": -1}, r"seed_index must lie in 0\.\.0"),
+        ({"seed_index": True}, r"seed_index must be an integer"),
+        ({"episodes": 0}, r"episodes must be a positive integer"),
+    ],
+)
+def test_wrong_arguments_are_refused(change, message, user_env_result, tmp_path):
+    arguments = {"path": "out.gif"} | change
+    arguments["path"] = tmp_path / arguments["path"]
+    with pytest.raises(ValueError, match=message):
+        record_video(user_env_result, **arguments)
+    assert not Path(arguments["path"]).exists()
+
+
+def test_a_missing_video_library_names_the_extra(user_env_result, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # As if not installed.
+    with pytest.raises(ImportError, match=r'imageio_ffmpeg: .*pip install -e "\.\[video\]"'):
+        record_video(user_env_result, tmp_path / "out.mp4")
