@@ -1,0 +1,191 @@
+"""Every agent's learning, reported as RL papers report it: each agent on its documented task
+and budget (those of its learning test or benchmark) with 10 seeds in one vmapped run, the
+interquartile mean of the final evaluations with its 95% stratified-bootstrap interval
+(Agarwal et al. 2021), and the same along the curve.
+
+Writes one JSON line per run to ``benchmarks/results/learning.jsonl`` and one PNG per run,
+the IQM curve with its band, to ``benchmarks/results/learning/``. Hours on 2 cores: run it in
+the background, one agent at a time if need be.
+
+    JAX_PLATFORMS=cpu python benchmarks/learning_report.py [--agents PPO SAC] [--seeds 10]
+    JAX_PLATFORMS=cpu python benchmarks/learning_report.py --agents PPO DQN --seeds 3 \\
+        --n-timesteps 4096 --out /tmp/l.jsonl --plots /tmp/plots   # the pipeline, small
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import numpy as np
+from records import emit
+
+import ajax
+from ajax.stats import iqm, iqm_interval
+
+HERE = Path(__file__).resolve().parent
+
+#: A run: task, hyperparameters, steps, evaluation every, evaluation episodes. The agent
+#: pages name these budgets; the first task of each agent is its learning test's.
+RUNS: dict[str, list[tuple[str, dict, int, int, int]]] = {
+    "PPO": [
+        ("CartPole-v1", {"n_envs": 4}, 200_000, 20_000, 10),
+        ("Acrobot-v1", {"n_envs": 4}, 200_000, 20_000, 10),
+    ],
+    "DQN": [("CartPole-v1", {}, 100_000, 5_000, 10), ("Acrobot-v1", {}, 100_000, 5_000, 10)],
+    "PQN": [("CartPole-v1", {}, 500_000, 50_000, 10), ("Acrobot-v1", {}, 500_000, 50_000, 10)],
+    "SAC": [
+        (
+            "Pendulum-v1",
+            {
+                "learning_rate": 1e-3,
+                "hidden_sizes": (64, 64),
+                "learning_starts": 1_000,
+                "buffer_size": 8_000,
+            },
+            8_000,
+            2_000,
+            10,
+        )
+    ],
+    "TD3": [
+        (
+            "Pendulum-v1",
+            {
+                "learning_rate": 1e-3,
+                "gamma": 0.98,
+                "hidden_sizes": (64, 64),
+                "learning_starts": 1_000,
+                "buffer_size": 10_000,
+            },
+            10_000,
+            2_500,
+            10,
+        )
+    ],
+    "REDQ": [
+        (
+            "Pendulum-v1",
+            {
+                "hidden_sizes": (32, 32),
+                "batch_size": 64,
+                "learning_starts": 500,
+                "buffer_size": 2_500,
+            },
+            2_500,
+            625,
+            10,
+        )
+    ],
+    "ASAC": [
+        ("Pendulum-v1", {"learning_starts": 1_000, "hidden_sizes": (64, 64)}, 20_000, 2_000, 10)
+    ],
+    "APO": [("Pendulum-v1", {}, 300_000, 100_000, 10)],
+    "AVG": [("Pendulum-v1", {}, 50_000, 5_000, 10)],
+    "APG": [("ajax/PendulumTracking-v0", {}, 200_000, 50_000, 20)],
+    "UDRL": [("CartPole-v1", {}, 200_000, 25_000, 10)],
+    "TDMPC2": [("Pendulum-v1", {"size": "cpu"}, 15_000, 1_000, 5)],
+    "DreamerV3": [("CartPole-v1", {"size": "1m", "train_ratio": 32}, 100_000, 5_000, 5)],
+}
+#: Seeds per run: 10, and 5 for the world models, whose runs take hours each here.
+SEEDS = {"TDMPC2": 5, "DreamerV3": 5}
+
+
+def commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def plot(row: dict, path: Path) -> None:
+    """The IQM over seeds along the curve, with its band, and each seed as a thin line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps, returns = np.asarray(row["timesteps"]), np.asarray(row["returns"])
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for curve in returns:
+        ax.plot(steps, curve, lw=0.6, alpha=0.3, color="C0")
+    ax.plot(steps, row["curve_iqm"], lw=2.2, color="C0", label=f"IQM of {row['seeds']} seeds")
+    ax.fill_between(steps, *row["curve_interval"], color="C0", alpha=0.2, label="95% interval")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("evaluation return")
+    ax.set_title(f"{row['agent']} on {row['env']} ({row['commit']})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def report(name: str, run: tuple, seeds: int, steps: int | None, out: str, plots: Path) -> None:
+    env_id, settings, n_timesteps, every, episodes = run
+    if steps is not None:
+        n_timesteps, every = steps, max(steps // 4, 1)
+    agent = ajax.AGENTS[name](env_id=env_id, **settings)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as log_dir:
+        result = agent.train(
+            seed=list(range(seeds)),
+            n_timesteps=n_timesteps,
+            num_episode_test=episodes,
+            logging_config=ajax.LoggingConfig(log_frequency=every, log_dir=log_dir),
+        )
+    wall = time.perf_counter() - started
+    returns = np.asarray(result.evaluations["episode_return"], np.float64)
+    low, high = iqm_interval(returns[:, -1])
+    curve_low, curve_high = iqm_interval(returns[:, None])
+    row = {
+        "agent": name,
+        "env": env_id,
+        "hyperparameters": agent.hyperparameters(),
+        "n_envs": agent.n_envs,
+        "seeds": seeds,
+        "n_timesteps": result.n_timesteps,
+        "evaluation_episodes": episodes,
+        "timesteps": np.asarray(result.evaluations["timestep"]).tolist(),
+        "returns": np.round(returns, 2).tolist(),
+        "final_iqm": round(float(iqm(returns[:, -1])), 2),
+        "final_interval": [round(float(low), 2), round(float(high), 2)],
+        "final_mean": round(float(returns[:, -1].mean()), 2),
+        "curve_iqm": np.round(iqm(returns), 2).tolist(),
+        "curve_interval": [np.round(curve_low, 2).tolist(), np.round(curve_high, 2).tolist()],
+        "diverged": result.diverged,
+        "wall_s": round(wall, 1),
+        "compile_s": round(result.timings["compile_s"], 1),
+        "commit": commit(),
+        "date": datetime.date.today().isoformat(),
+    }
+    plots.mkdir(parents=True, exist_ok=True)
+    plot(row, plots / f"{name}_{env_id.replace('/', '_')}.png")
+    emit(row, out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", nargs="+", default=list(RUNS), choices=list(RUNS))
+    parser.add_argument(
+        "--seeds", type=int, default=None, help="seeds per run (10; 5 for world models)"
+    )
+    parser.add_argument("--n-timesteps", type=int, default=None, help="steps per run, for a trial")
+    parser.add_argument("--first-task-only", action="store_true", help="skip the second tasks")
+    parser.add_argument("--out", default=str(HERE / "results" / "learning.jsonl"))
+    parser.add_argument("--plots", type=Path, default=HERE / "results" / "learning")
+    args = parser.parse_args()
+    for name in args.agents:
+        for run in RUNS[name][: 1 if args.first_task_only else None]:
+            seeds = args.seeds or SEEDS.get(name, 10)
+            report(name, run, seeds, args.n_timesteps, args.out, args.plots)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

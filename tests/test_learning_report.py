@@ -1,0 +1,44 @@
+"""benchmarks/learning_report.py, small: two agents, three seeds, a few thousand steps, run
+as a user runs it. It checks the pipeline (rows, statistics, plots), not learning."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ajax.stats import iqm, iqm_interval
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow  # two agents compiled in a fresh process
+def test_the_learning_report_writes_rows_with_intervals_and_a_plot_per_run(tmp_path):
+    out, plots = tmp_path / "learning.jsonl", tmp_path / "plots"
+    command = [sys.executable, str(ROOT / "benchmarks" / "learning_report.py")]
+    command += ["--agents", "PPO", "DQN", "--seeds", "3", "--n-timesteps", "4096"]
+    command += ["--first-task-only", "--out", str(out), "--plots", str(plots)]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["agent"], r["env"], r["seeds"]) for r in rows] == [
+        ("PPO", "CartPole-v1", 3),
+        ("DQN", "CartPole-v1", 3),
+    ]
+    for row in rows:
+        returns = np.asarray(row["returns"])
+        assert returns.shape == (3, len(row["timesteps"])) and row["timesteps"][-1] <= 4096
+        # The statistics are those of ajax.stats on the rounded returns, to the rounding.
+        np.testing.assert_allclose(row["final_iqm"], iqm(returns[:, -1]), atol=0.01)
+        np.testing.assert_allclose(row["final_interval"], iqm_interval(returns[:, -1]), atol=0.02)
+        np.testing.assert_allclose(row["curve_iqm"], iqm(returns), atol=0.01)
+        low, high = row["curve_interval"]
+        assert np.all(np.asarray(low) <= np.asarray(row["curve_iqm"]) + 0.01)
+        assert np.all(np.asarray(row["curve_iqm"]) <= np.asarray(high) + 0.01)
+        assert row["commit"] and row["wall_s"] > 0
+        png = plots / f"{row['agent']}_CartPole-v1.png"
+        assert png.read_bytes().startswith(b"\x89PNG")
