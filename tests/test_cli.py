@@ -293,3 +293,73 @@ def test_eval_records_a_video_of_a_run_saved_by_train(five_seed_runs, tmp_path, 
     assert gif.read_bytes().startswith(b"GIF8") and frames >= 8
     assert main(["eval", str(five), "--video", str(tmp_path / "cp.avi")]) == 2
     assert ".gif" in capsys.readouterr().out
+
+
+def _config_of(argv, tmp_path, monkeypatch, name):
+    """The config.json of the run ``ajax train argv`` starts, stopped where it compiles."""
+    from ajax import loop
+
+    monkeypatch.setattr(loop, "lower_run", compiling)
+    with pytest.raises(Compiled):
+        main(["train", *argv, "--log-dir", str(tmp_path), "--run-name", name])
+    return json.loads((tmp_path / name / "config.json").read_text())
+
+
+def test_a_config_file_sets_hyperparameters_and_flags_override_it(tmp_path, monkeypatch):
+    path = tmp_path / "ppo.yaml"
+    path.write_text("learning_rate: 1e-3\nhidden_sizes: [32, 32]\nn_steps: 16\n")
+    argv = ["PPO", "--env", "CartPole-v1", "--config", str(path), "--n-steps", "32"]
+    config = _config_of(argv, tmp_path, monkeypatch, "yaml")
+    hyperparameters = config["hyperparameters"]
+    # 1e-3 is text to YAML 1.1: read as the float the field holds.
+    assert hyperparameters["learning_rate"] == 1e-3
+    assert hyperparameters["hidden_sizes"] == [32, 32] and hyperparameters["n_steps"] == 32
+    json_path = tmp_path / "ppo.json"
+    json_path.write_text('{"gamma": 0.98}')
+    argv = ["PPO", "--env", "CartPole-v1", "--config", str(json_path)]
+    assert _config_of(argv, tmp_path, monkeypatch, "json")["hyperparameters"]["gamma"] == 0.98
+
+
+def test_a_runs_own_config_repeats_the_run(tmp_path, monkeypatch):
+    argv = ["PPO", "--env", "CartPole-v1", "--env-param", "max_steps_in_episode=100"]
+    argv += ["--n-envs", "2", "--seeds", "3", "--seed-start", "4", "--n-timesteps", "512"]
+    argv += ["--log-frequency", "128", "--num-episode-test", "3", "--gamma", "0.95"]
+    first = _config_of(argv, tmp_path, monkeypatch, "first")
+    again = ["--config", str(tmp_path / "first" / "config.json")]
+    second = _config_of(again, tmp_path, monkeypatch, "second")
+    differing = {k for k in first if first[k] != second[k]}
+    assert differing == {"logging", "log_dir"}
+    assert first["logging"] | {"run_name": "second"} == second["logging"]
+    # Flags still override it.
+    third = _config_of([*again, "--gamma", "0.9"], tmp_path, monkeypatch, "third")
+    assert third["hyperparameters"]["gamma"] == 0.9 and third["seeds"] == [4, 5, 6]
+
+
+@pytest.mark.parametrize(
+    ("text", "argv", "message"),
+    [
+        (
+            "learning_rat: 0.001",
+            ["PPO"],
+            "'learning_rat' is not a hyperparameter of PPO; did you mean learning_rate?",
+        ),
+        (
+            "gamma: 0.9",
+            [],
+            "Name the agent CONFIG sets hyperparameters for, e.g. ajax train PPO --config CONFIG.",
+        ),
+        (
+            "- 1\n- 2",
+            ["PPO"],
+            "CONFIG must hold a mapping of hyperparameter names to values, got list.",
+        ),
+        ("gamma: [", ["PPO"], "CONFIG is not valid YAML"),
+    ],
+    ids=["unknown-name", "no-agent", "not-a-mapping", "bad-yaml"],
+)
+def test_a_bad_config_file_is_refused_before_anything_runs(text, argv, message, tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    assert main(["train", *argv, "--env", "CartPole-v1", "--config", str(path)]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert message.replace("CONFIG", str(path)) in out

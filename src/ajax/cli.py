@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
+import difflib
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -80,6 +83,13 @@ def _train_parser(agent_cls: type | None, add_help: bool = True) -> argparse.Arg
         "agent", nargs="?", help="agent name, e.g. PPO (see `ajax list`); not needed with --resume"
     )
     parser.add_argument("--env", help="environment id, e.g. CartPole-v1")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="hyperparameters from a YAML or JSON mapping, or a whole run from a run's own "
+        "config.json; flags given here override the file",
+    )
     parser.add_argument(
         "--env-param",
         action="append",
@@ -164,6 +174,93 @@ def _agent_name(argv: Sequence[str]) -> str | None:
                 group.add_argument(flag, **(options | {"type": str, "help": None}))
     args, _ = parser.parse_known_args(argv)
     return args.agent
+
+
+def _read_config(path: str) -> dict[str, Any]:
+    """A config file's mapping: JSON for a ``.json`` file, else YAML."""
+    import yaml
+
+    text = Path(path).read_text()
+    try:
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise ValueError(
+            f"{path} is not valid {'JSON' if path.endswith('.json') else 'YAML'}: {error}"
+        ) from error
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"{path} must hold a mapping of hyperparameter names to values, got "
+            f"{type(data).__name__}."
+        )
+    return data
+
+
+def _run_defaults(path: str, run: dict[str, Any]) -> dict[str, Any]:
+    """The flags that repeat the run a ``config.json`` describes."""
+    if not run.get("env_registered", True):
+        raise ValueError(
+            f"{path} is a run on an environment object ({run.get('env_class')}), which the "
+            "command line cannot rebuild: repeat it from Python with that environment."
+        )
+    seeds = run["seeds"]
+    if seeds != list(range(seeds[0], seeds[0] + len(seeds))):
+        raise ValueError(
+            f"{path} is a run of seeds {seeds}, not a range: ajax train runs --seeds N from "
+            "--seed-start; give them, or repeat the run from Python."
+        )
+    return {
+        "env": run["env_id"],
+        "n_envs": run["n_envs"],
+        "env_param": [f"{name}={value!r}" for name, value in run["env_params"].items()],
+        "seeds": len(seeds),
+        "seed_start": seeds[0],
+        "n_timesteps": run["n_timesteps"],
+        "num_episode_test": run["num_episode_test"],
+        "log_frequency": (run.get("logging") or {}).get("log_frequency"),
+    }
+
+
+def _config_defaults(path: str, agent_name: str | None) -> tuple[str, dict[str, Any]]:
+    """The agent a config file is for and the defaults it gives ``ajax train``'s flags: a
+    mapping of hyperparameters, or a run's own ``config.json`` (its agent, environment,
+    copies, seeds, budget and hyperparameters), so that a run can be repeated exactly.
+    Unknown names are refused, with the nearest ones."""
+    from ajax import AGENTS
+
+    data = _read_config(path)
+    defaults: dict[str, Any] = {}
+    hyperparameters = data
+    if "agent" in data and "hyperparameters" in data:
+        if agent_name not in (None, data["agent"]):
+            raise ValueError(
+                f"{path} is a run of {data['agent']}, not {agent_name}: leave out the agent's "
+                "name, or give a file of hyperparameters alone."
+            )
+        agent_name, hyperparameters = data["agent"], data["hyperparameters"]
+        defaults = _run_defaults(path, data)
+    if agent_name is None:
+        raise ValueError(
+            f"Name the agent {path} sets hyperparameters for, e.g. ajax train PPO --config {path}."
+        )
+    fields = {f.name: f for f in dataclasses.fields(AGENTS[agent_name].Config)}
+    for name, value in hyperparameters.items():
+        if name not in fields:
+            near = difflib.get_close_matches(name, fields, n=3)
+            hint = f"did you mean {' or '.join(near)}?" if near else f"its are {', '.join(fields)}."
+            raise ValueError(f"{path}: {name!r} is not a hyperparameter of {agent_name}; {hint}")
+        defaults[name] = _as_field_type(fields[name], value)
+    return agent_name, defaults
+
+
+def _as_field_type(field: dataclasses.Field, value: Any) -> Any:
+    """A number YAML read as text (``1e-3`` is a string to YAML 1.1) as the number the
+    field holds; any other value as it is, for the agent's own checks."""
+    kind = type(field.default)
+    if kind in (int, float) and kind is not bool and isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            number = float(value)
+            return int(number) if kind is int and number.is_integer() else number
+    return value
 
 
 def _env_params(pairs: Sequence[str]) -> dict[str, Any]:
@@ -369,8 +466,16 @@ def _train(argv: Sequence[str]) -> int:
     if name is not None and name not in AGENTS:
         console.print(f"[red]Unknown agent {name!r}.[/red] Agents: {', '.join(sorted(AGENTS))}.")
         return REFUSED
+    try:
+        config = _train_parser(None, add_help=False).parse_known_args(argv)[0].config
+        name, defaults = _config_defaults(config, name) if config else (name, {})
+    except (ValueError, OSError) as error:
+        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        return REFUSED
     agent_cls = AGENTS.get(name) if name else None
-    args = _train_parser(agent_cls).parse_args(argv)
+    parser = _train_parser(agent_cls)
+    parser.set_defaults(**defaults)
+    args = parser.parse_args(argv)
     try:
         launch = _launch(args, agent_cls)
     except (ValueError, FileNotFoundError) as error:
