@@ -555,6 +555,7 @@ def _eval(argv: Sequence[str]) -> int:
     import ajax
     from ajax.result import episode_returns
     from ajax.stats import iqm, iqm_interval
+    from ajax.video import NoOpenGL, record_video
 
     try:
         result = ajax.load(args.run_dir)
@@ -565,8 +566,6 @@ def _eval(argv: Sequence[str]) -> int:
                 f"indices 0..{n_seeds - 1}."
             )
         if args.video is not None:
-            from ajax.video import record_video
-
             recorded = record_video(
                 result, args.video, args.seed_index or 0, args.episodes or 1, args.seed
             )
@@ -577,7 +576,7 @@ def _eval(argv: Sequence[str]) -> int:
             )
             return 0
         returns = episode_returns(result, args.episodes or 20, args.seed)
-    except (ValueError, FileNotFoundError, ImportError) as error:
+    except (ValueError, FileNotFoundError, ImportError, NoOpenGL) as error:
         console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
         return REFUSED
     indices = range(n_seeds) if args.seed_index is None else [args.seed_index]

@@ -35,6 +35,10 @@ SUFFIXES = (".gif", ".mp4")
 _INSTALL = 'from the root of your clone of Ajax, pip install -e ".[video]"'
 
 
+class NoOpenGL(RuntimeError):
+    """MuJoCo could not make the OpenGL context that drawing a Brax task needs."""
+
+
 @dataclass(frozen=True)
 class Renderer:
     """How one environment's bare states become RGB frames."""
@@ -170,7 +174,7 @@ def _brax(env: BraxEnv) -> Renderer:
             pass
     except Exception as error:
         setting = os.environ.get("MUJOCO_GL") or "unset"
-        raise RuntimeError(
+        raise NoOpenGL(
             f"Rendering {env.env_id} needs an OpenGL context, which MuJoCo could not make "
             f"(MUJOCO_GL={setting}: {type(error).__name__}: {error}). Without a display, "
             "start Python with MUJOCO_GL=egl and EGL installed (apt install libegl1), or "
