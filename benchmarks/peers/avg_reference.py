@@ -21,21 +21,17 @@ is replaced by an empty module.
 from __future__ import annotations
 
 import argparse
-import datetime
-import subprocess
 import sys
-import tempfile
-import time
 import types
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from records import emit  # noqa: E402
+from side_by_side import ajax_seeds, plot, provenance, reference_seeds, windowed  # noqa: E402
 
 #: ``avg.py``'s argument defaults, but for the task, budget and seed set per run; ``betas``,
 #: ``algo`` and ``device`` are what its ``__main__`` block derives from them.
@@ -79,58 +75,6 @@ def reference_run(reference: str, env_id: str, steps: int, seed: int) -> tuple[l
     return ends[:keep].tolist(), np.asarray(returns)[:keep].tolist()
 
 
-def windowed(ends: list, returns: list, steps: int, window: int) -> np.ndarray:
-    """The mean return of the episodes that ended in each window of steps (NaN for none)."""
-    edges = np.arange(window, steps + 1, window)
-    bins = np.searchsorted(edges, np.asarray(ends), side="left")
-    out = np.full(len(edges), np.nan)
-    for b in range(len(edges)):
-        inside = np.asarray(returns)[bins == b]
-        if inside.size:
-            out[b] = inside.mean()
-    return out
-
-
-def ajax_runs(env_id: str, steps: int, seeds: int, window: int) -> tuple[np.ndarray, float]:
-    """Ajax's AVG at its defaults, the seeds in one vmapped run: training returns per window."""
-    import ajax
-
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as log_dir:
-        result = ajax.AVG(env_id=env_id).train(
-            seed=list(range(seeds)),
-            n_timesteps=steps,
-            logging_config=ajax.LoggingConfig(log_frequency=window, log_dir=log_dir),
-            num_episode_test=1,
-        )
-    return np.asarray(result.train_metrics["train/episode_return"]), time.perf_counter() - started
-
-
-def plot(row: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ajax.stats import iqm, iqm_interval
-
-    steps = np.asarray(row["window_ends"])
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    for color, name in (("C0", "ajax"), ("C1", "reference")):
-        returns = np.asarray(row[name], np.float64)
-        low, high = iqm_interval(returns[:, None])
-        ax.plot(steps, iqm(returns), color=color, lw=2, label=f"{name} ({len(returns)} seeds)")
-        ax.fill_between(steps, low, high, color=color, alpha=0.2)
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel(f"training episode return (IQM, 95% interval; {row['window']}-step windows)")
-    ax.set_title(f"AVG on {row['env']}: Ajax and gauthamvasan/avg")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", required=True, help="the folder of a gauthamvasan/avg clone")
@@ -144,25 +88,11 @@ def main() -> None:
     args = parser.parse_args()
     if not (Path(args.reference) / "avg.py").exists():
         parser.error(f"{args.reference} has no avg.py: clone gauthamvasan/avg and name its folder.")
-    started = time.perf_counter()
-    with ProcessPoolExecutor(args.workers) as pool:
-        runs = list(
-            pool.map(
-                reference_run,
-                [args.reference] * args.seeds,
-                [args.env] * args.seeds,
-                [args.steps] * args.seeds,
-                range(args.seeds),
-            )
-        )
-    reference_s = time.perf_counter() - started
-    reference = np.stack([windowed(*run, args.steps, args.window) for run in runs])
-    ours, ajax_s = ajax_runs(args.env, args.steps, args.seeds, args.window)
-    revision = subprocess.run(
-        ["git", "-C", args.reference, "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    runs, reference_s = reference_seeds(
+        reference_run, args.workers, args.seeds, args.reference, args.env, args.steps
+    )
+    import ajax  # after the workers have forked: JAX's threads do not survive a fork
+
     row = {
         "agent": "AVG",
         "env": args.env,
@@ -170,19 +100,16 @@ def main() -> None:
         "seeds": args.seeds,
         "window": args.window,
         "window_ends": np.arange(args.window, args.steps + 1, args.window).tolist(),
-        "ajax": np.round(ours, 1).tolist(),
-        "reference": np.round(reference, 1).tolist(),
-        "ajax_wall_s": round(ajax_s, 1),
+        "reference": np.round(
+            [windowed(*run, args.steps, args.window) for run in runs], 1
+        ).tolist(),
         "reference_wall_s": round(reference_s, 1),
-        "reference_commit": revision,
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip(),
-        "date": datetime.date.today().isoformat(),
+        **ajax_seeds(ajax.AVG(env_id=args.env), args.steps, args.seeds, args.window, 10),
+        **provenance(args.reference),
     }
     emit(row, args.out)
     if args.plot:
-        plot(row, args.plot)
+        plot(row, args.plot, f"AVG on {args.env}: Ajax and gauthamvasan/avg")
 
 
 if __name__ == "__main__":
