@@ -76,6 +76,11 @@ from ajax.cli import main
             lambda: TD3(env_id="Pendulum-v1", gradient_steps=3, policy_delay=2),
             r"gradient_steps=3 and policy_delay=2: one must divide the other",
         ),
+        (
+            # A string field: checked against the activations Ajax has, not at trace time.
+            lambda: PPO(env_id="CartPole-v1", activation="gelu_fast"),
+            r"activation='gelu_fast' is not a hidden activation; pick one of .*'tanh'",
+        ),
         (lambda: LoggingConfig(log_frequency=0), r"log_frequency must be a positive number"),
         (
             lambda: LoggingConfig(log_frequency=10, run_name="a/b"),

@@ -1,10 +1,10 @@
-"""The ``ajax`` command line: ``ajax train``, ``eval``, ``plot``, ``list`` and ``cache``."""
+"""The ``ajax`` command line: ``ajax train``, ``sweep``, ``eval``, ``plot``, ``list`` and
+``cache``."""
 
 from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import dataclasses
 import difflib
 import json
@@ -158,12 +158,14 @@ def _add_reliability_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _agent_name(argv: Sequence[str]) -> str | None:
+def _agent_name(argv: Sequence[str], command_parser: Callable = _train_parser) -> str | None:
     """The agent ``argv`` names, wherever it stands among the options: parsed with every
-    agent's hyperparameter flags, so that a flag's value is never taken for the agent."""
+    agent's hyperparameter flags, so that a flag's value is never taken for the agent.
+    ``command_parser(agent_cls, add_help)`` is the command's parser (``ajax train``'s by
+    default)."""
     from ajax import AGENTS
 
-    parser = _train_parser(None, add_help=False)
+    parser = command_parser(None, add_help=False)
     group = parser.add_argument_group("every agent's hyperparameters")
     seen = set()
     for cls in AGENTS.values():
@@ -226,6 +228,7 @@ def _config_defaults(path: str, agent_name: str | None) -> tuple[str, dict[str, 
     copies, seeds, budget and hyperparameters), so that a run can be repeated exactly.
     Unknown names are refused, with the nearest ones."""
     from ajax import AGENTS
+    from ajax.agents.base import as_field_type
 
     data = _read_config(path)
     defaults: dict[str, Any] = {}
@@ -248,19 +251,8 @@ def _config_defaults(path: str, agent_name: str | None) -> tuple[str, dict[str, 
             near = difflib.get_close_matches(name, fields, n=3)
             hint = f"did you mean {' or '.join(near)}?" if near else f"its are {', '.join(fields)}."
             raise ValueError(f"{path}: {name!r} is not a hyperparameter of {agent_name}; {hint}")
-        defaults[name] = _as_field_type(fields[name], value)
+        defaults[name] = as_field_type(fields[name], value)
     return agent_name, defaults
-
-
-def _as_field_type(field: dataclasses.Field, value: Any) -> Any:
-    """A number YAML read as text (``1e-3`` is a string to YAML 1.1) as the number the
-    field holds; any other value as it is, for the agent's own checks."""
-    kind = type(field.default)
-    if kind in (int, float) and kind is not bool and isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            number = float(value)
-            return int(number) if kind is int and number.is_integer() else number
-    return value
 
 
 def _env_params(pairs: Sequence[str]) -> dict[str, Any]:
@@ -278,13 +270,28 @@ def _env_params(pairs: Sequence[str]) -> dict[str, Any]:
     return params
 
 
-def _agent(args: argparse.Namespace, agent_cls: type) -> Any:
-    """The agent the flags describe."""
-    hyperparameters = {
+def _unknown(name: str | None) -> bool:
+    """Whether ``name`` is given and is no agent's, said in one line."""
+    from ajax import AGENTS
+
+    if name is None or name in AGENTS:
+        return False
+    console.print(f"[red]Unknown agent {name!r}.[/red] Agents: {', '.join(sorted(AGENTS))}.")
+    return True
+
+
+def _hyperparameters(args: argparse.Namespace, agent_cls: type) -> dict[str, Any]:
+    """The hyperparameters the flags (or the config file under them) give."""
+    return {
         f.name: (tuple(v) if isinstance(v, list) else v)
         for f in dataclasses.fields(agent_cls.Config)
         if (v := getattr(args, f.name)) is not None
     }
+
+
+def _agent(args: argparse.Namespace, agent_cls: type) -> Any:
+    """The agent the flags describe."""
+    hyperparameters = _hyperparameters(args, agent_cls)
     if args.env is None:
         raise ValueError("--env is required: the environment id, e.g. --env CartPole-v1.")
     return agent_cls(
@@ -463,8 +470,7 @@ def _train(argv: Sequence[str]) -> int:
     from ajax.logging.writer import LogWriterError
 
     name = _agent_name(argv)
-    if name is not None and name not in AGENTS:
-        console.print(f"[red]Unknown agent {name!r}.[/red] Agents: {', '.join(sorted(AGENTS))}.")
+    if _unknown(name):
         return REFUSED
     try:
         config = _train_parser(None, add_help=False).parse_known_args(argv)[0].config
@@ -618,6 +624,156 @@ def _plot(argv: Sequence[str]) -> int:
     return 0
 
 
+def _sweep_parser(agent_cls: type | None, add_help: bool = True) -> argparse.ArgumentParser:
+    from ajax.studies import HEARTBEAT_S
+
+    parser = argparse.ArgumentParser(
+        prog="ajax sweep",
+        description="Search an agent's hyperparameters in an Optuna study that any number of "
+        "workers share: run this command on as many machines as you like with one --storage "
+        "and --study. Each trial trains --seeds seeds; its value is the IQM (from 5 seeds, "
+        "else the mean) of their final evaluations.",
+        epilog=f"Exit status: 0 when the study holds --n-trials trials; {REFUSED} when the "
+        f"flags or the space were refused; {INTERRUPTED} when Ctrl-C or SIGTERM stopped the "
+        "worker (its running trial is recorded as failed).",
+        add_help=add_help,
+    )
+    parser.add_argument("agent", nargs="?", help="agent name, e.g. PPO; not needed with --show")
+    parser.add_argument("--env", help="environment id, e.g. CartPole-v1")
+    parser.add_argument(
+        "--space",
+        metavar="FILE",
+        help="YAML or JSON: per hyperparameter {low, high} (log: true for a log scale, step "
+        "for a grid) or {choices: [...]}",
+    )
+    parser.add_argument(
+        "--config", metavar="FILE", default=None, help="hyperparameters fixed for every trial"
+    )
+    parser.add_argument(
+        "--env-param", action="append", default=[], metavar="NAME=VALUE", help="as ajax train's"
+    )
+    parser.add_argument(
+        "--n-trials", type=int, default=50, help="trials in the study, all workers together"
+    )
+    parser.add_argument("--seeds", type=int, default=4, help="seeds per trial (0 .. N-1)")
+    parser.add_argument("--n-timesteps", type=int, default=100_000, help="steps per seed")
+    parser.add_argument("--n-envs", type=int, default=None, help=_n_envs_help(agent_cls))
+    parser.add_argument(
+        "--log-frequency", type=int, default=None, help="steps between evaluations (budget/20)"
+    )
+    parser.add_argument("--num-episode-test", type=int, default=10, help="episodes per evaluation")
+    parser.add_argument(
+        "--storage",
+        default="sqlite:///sweep.db",
+        help="the study's database: sqlite:///FILE on one machine, or a PostgreSQL URL "
+        "(postgresql+psycopg://user:password@host/db) for workers on many",
+    )
+    parser.add_argument("--study", default=None, help="the study's name (default: AGENT_ENV)")
+    parser.add_argument("--log-dir", default="runs", help="trials' run directories go in DIR/STUDY")
+    parser.add_argument(
+        "--heartbeat-s",
+        type=int,
+        default=HEARTBEAT_S,
+        help="seconds between a running trial's heartbeats; a trial silent for twice this is "
+        "failed (its worker was killed)",
+    )
+    parser.add_argument(
+        "--show",
+        action="store_true",
+        help="print the study's best trials and write its history and importance plots",
+    )
+    parser.add_argument("-o", "--output", default=".", help="where --show writes its plots")
+    if agent_cls is not None:
+        _add_hyperparameter_flags(parser, agent_cls.Config)
+    return parser
+
+
+def _study_spec(args: argparse.Namespace, agent_cls: type, fixed: dict[str, Any]) -> Any:
+    """The study the flags describe; ValueError names what is missing or wrong."""
+    from ajax.studies import StudySpec, read_space
+
+    if args.env is None or args.space is None:
+        raise ValueError("--env and --space are required, e.g. --env CartPole-v1 --space s.yaml.")
+    for flag in ("n_trials", "seeds", "n_timesteps", "heartbeat_s"):
+        if getattr(args, flag) <= 0:
+            raise ValueError(f"--{flag.replace('_', '-')} must be positive.")
+    return StudySpec(
+        agent=agent_cls.__name__,
+        env_id=args.env,
+        space=read_space(args.space, agent_cls),
+        fixed=fixed | _hyperparameters(args, agent_cls),
+        env_params=_env_params(args.env_param),
+        n_envs=args.n_envs,
+        seeds=args.seeds,
+        n_timesteps=args.n_timesteps,
+        log_frequency=args.log_frequency,
+        num_episode_test=args.num_episode_test,
+    )
+
+
+def _show_study(args: argparse.Namespace) -> int:
+    from ajax.studies import show
+
+    name = args.study or (f"{args.agent}_{args.env}" if args.agent and args.env else None)
+    if name is None:
+        raise ValueError("--show needs --study NAME (or the agent and --env it was named by).")
+    shown = show(args.storage, name, args.output)
+    states = ", ".join(f"{n} {state}" for state, n in shown["states"].items()) or "no trials"
+    console.print(f"study {name} in {args.storage}: {states}")
+    table = Table(title="best trials")
+    for column in ("trial", "value", "hyperparameters", "run directory"):
+        table.add_column(column)
+    for t in shown["best"]:
+        params = ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t["params"].items()
+        )
+        table.add_row(str(t["number"]), f"{t['value']:.2f}", params, str(t["run_dir"]))
+    console.print(table)
+    for what, path in shown["figures"].items():
+        console.print(f"wrote the {what} plot: {path}")
+    return 0
+
+
+def _sweep(argv: Sequence[str]) -> int:
+    from ajax import AGENTS
+    from ajax.studies import run_worker
+
+    name = _agent_name(argv, _sweep_parser)
+    if _unknown(name):
+        return REFUSED
+    agent_cls = AGENTS.get(name) if name else None
+    args = _sweep_parser(agent_cls).parse_args(argv)
+    try:
+        if args.show:
+            return _show_study(args)
+        if agent_cls is None:
+            raise ValueError("Name the agent to search, e.g. ajax sweep PPO --env CartPole-v1 ...")
+        fixed = _config_defaults(args.config, name)[1] if args.config else {}
+        spec = _study_spec(args, agent_cls, fixed)
+        study = args.study or f"{name}_{args.env.replace('/', '-')}"
+        console.print(
+            f"Worker on study {study} ({args.storage}): {name} on {args.env}, "
+            f"{args.seeds} seeds x {args.n_timesteps:,} steps a trial, {args.n_trials} trials"
+        )
+        run_worker(
+            spec,
+            args.storage,
+            study,
+            args.n_trials,
+            args.log_dir,
+            args.heartbeat_s,
+            report=lambda line: console.print(escape(line), highlight=False),
+        )
+    except KeyboardInterrupt:
+        console.print("[yellow]Interrupted: the running trial is recorded as failed.[/yellow]")
+        return INTERRUPTED
+    except (ValueError, FileNotFoundError, ImportError) as error:
+        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        return REFUSED
+    console.print(f"Done. ajax sweep --show --storage {args.storage} --study {study}")
+    return 0
+
+
 def _list(_: Sequence[str]) -> int:
     from ajax import AGENTS
     from ajax.envs import env_ids
@@ -660,10 +816,18 @@ def _cache(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": _train, "eval": _eval, "plot": _plot, "list": _list, "cache": _cache}
+COMMANDS = {
+    "train": _train,
+    "sweep": _sweep,
+    "eval": _eval,
+    "plot": _plot,
+    "list": _list,
+    "cache": _cache,
+}
 USAGE = (
-    "usage: ajax {train,eval,plot,list,cache} ... | ajax --version\n"
+    "usage: ajax {train,sweep,eval,plot,list,cache} ... | ajax --version\n"
     "  train   train an agent over seeds (ajax train --help)\n"
+    "  sweep   search hyperparameters in a shared Optuna study (ajax sweep --help)\n"
     "  eval    evaluate a saved run, or record a video of it (ajax eval --help)\n"
     "  plot    overlay saved runs' learning curves (ajax plot --help)\n"
     "  list    the agents and the environment ids\n"

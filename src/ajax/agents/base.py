@@ -47,6 +47,7 @@ episodes).
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 import difflib
 import math
@@ -58,7 +59,7 @@ import jax
 from ajax.acting import EnvCursor
 from ajax.envs import Box, Discrete, Env, make_env
 from ajax.envs.wrappers import copies
-from ajax.nn.mlp import flatten_obs
+from ajax.nn.mlp import ACTIVATIONS, flatten_obs
 
 
 def hyperparameter(
@@ -91,6 +92,17 @@ def _range_of(config_type: type, name: str) -> dict:
         if field is not None and not field.metadata.get("overrides"):
             return field.metadata
     raise TypeError(f"{config_type.__name__}.{name} overrides a field no base declares")
+
+
+def as_field_type(field: dataclasses.Field, value: Any) -> Any:
+    """A number YAML read as text (``1e-3`` is a string to YAML 1.1) as the number the
+    field holds; any other value as it is, for the agent's own checks."""
+    kind = type(field.default)
+    if kind in (int, float) and isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            number = float(value)
+            return int(number) if kind is int and number.is_integer() else number
+    return value
 
 
 def _range_text(meta: dict) -> str:
@@ -178,6 +190,8 @@ class Agent(abc.ABC):
             raise ValueError(f"n_envs must be a positive integer, got {n_envs!r}; try n_envs=4.")
         self.config = self.Config(**hyperparameters)
         validate_config(self.config)
+        if hasattr(self.config, "activation"):
+            self._require_one_of("activation", ACTIVATIONS, "hidden activation")
         self.env = make_env(env_id, **(env_params or {}))
         self.env_params = dict(env_params or {})
         #: The id the environment was built from, None for an Env instance (whose code Ajax

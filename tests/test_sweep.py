@@ -1,0 +1,206 @@
+"""``ajax sweep``: search spaces checked before anything compiles, a study on SQLite, two
+workers sharing one study on a real PostgreSQL server, and a worker killed mid-trial."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+import ajax
+from ajax import PPO
+from ajax.cli import main
+from ajax.studies import StudySpec, check_spec, read_space, storage
+
+ROOT = Path(__file__).resolve().parents[1]
+#: A trial of two PPO iterations on CartPole: two seeds, evaluated after each iteration.
+TRIAL = ["--env", "CartPole-v1", "--seeds", "2", "--n-timesteps", "1024", "--log-frequency", "512"]
+SPACE = {
+    "learning_rate": {"low": 1e-4, "high": 1e-2, "log": True},
+    "ent_coef": {"low": 0.0, "high": 0.02},
+}
+
+
+def write_space(tmp_path, space=SPACE) -> str:
+    path = tmp_path / "space.json"
+    path.write_text(json.dumps(space))
+    return str(path)
+
+
+def trials(url: str, name: str) -> list:
+    return optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+
+
+@pytest.mark.parametrize(
+    ("space", "message"),
+    [
+        ({"learning_rte": {"low": 1e-4, "high": 1e-3}}, "did you mean learning_rate"),
+        ({"n_steps": {"low": 64.0, "high": 256.5}}, "whole number"),
+        ({"gamma": {"low": 0.9, "high": 1.5}}, "gamma=1.5 is out of range"),
+        ({"learning_rate": {"low": 0.0, "high": 1e-3, "log": True}}, "low must be > 0"),
+        ({"learning_rate": {"low": 1e-3, "high": 1e-4}}, "low < high"),
+        ({"anneal_lr": {"low": 0, "high": 1}}, "search it with {choices"),
+        ({"gamma": [0.9, 0.99]}, "gamma needs {low: ..., high: ...}"),
+        ({"learning_rate": {"low": 1e-4, "high": 1e-3, "logg": True}}, "unknown keys"),
+    ],
+)
+def test_a_bad_space_is_refused_naming_the_fix(space, message):
+    with pytest.raises(ValueError, match=message.replace("{", r"\{").replace("(", r"\(")):
+        read_space(space, PPO)
+
+
+def test_a_space_is_read_with_yaml_numbers_and_layer_choices(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text(
+        "learning_rate: {low: 1e-4, high: 1e-2, log: true}\n"
+        "n_epochs: {low: 1, high: 8}\n"
+        "hidden_sizes: {choices: [[64, 64], [128]]}\n"
+    )
+    space = read_space(path, PPO)
+    assert space["learning_rate"] == {"low": 1e-4, "high": 1e-2, "log": True}
+    assert space["n_epochs"] == {"low": 1, "high": 8, "log": False}
+    assert space["hidden_sizes"] == {"choices": [[64, 64], [128]]}
+
+
+def test_a_study_whose_trials_cannot_build_is_refused_before_compiling(tmp_path):
+    spec = StudySpec(
+        "PPO", "CartPole-v1", read_space({"activation": {"choices": ["tanh", "nope"]}}, PPO)
+    )
+    with pytest.raises(ValueError, match="nope"):
+        check_spec(spec)
+    both = StudySpec("PPO", "CartPole-v1", read_space(SPACE, PPO), fixed={"ent_coef": 0.0})
+    with pytest.raises(ValueError, match="ent_coef is both fixed"):
+        check_spec(both)
+    # The command line refuses the same, with exit status 2 and no run directory.
+    space = write_space(tmp_path, {"gamma": {"low": 0.9, "high": 2.0}})
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    argv = ["sweep", "PPO", *TRIAL, "--space", space, "--storage", url, "--log-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert not (tmp_path / "PPO_CartPole-v1").exists()
+
+
+@pytest.mark.slow
+def test_a_six_trial_study_on_sqlite(tmp_path, capsys):
+    url, name = f"sqlite:///{tmp_path / 'sweep.db'}", "ppo_cp"
+    argv = [*TRIAL, "--space", write_space(tmp_path), "--storage", url, "--study", name]
+    assert main(["sweep", "PPO", *argv, "--n-trials", "6", "--log-dir", str(tmp_path)]) == 0
+    done = trials(url, name)
+    assert [t.state for t in done] == [TrialState.COMPLETE] * 6
+    for t in done:
+        # Each trial's directory holds its config, metrics and result; its value is the
+        # mean of its two seeds' final evaluations (the IQM from five seeds).
+        run_dir = Path(t.user_attrs["run_dir"])
+        assert run_dir == (tmp_path / name / f"trial_{t.number:04d}").absolute()
+        config = json.loads((run_dir / "config.json").read_text())
+        assert config["hyperparameters"]["learning_rate"] == pytest.approx(
+            t.params["learning_rate"]
+        )
+        assert (run_dir / "metrics.csv").exists()
+        result = ajax.load(run_dir)
+        assert result.agent.config.ent_coef == pytest.approx(t.params["ent_coef"])
+        final = np.asarray(result.evaluations["episode_return"])[:, -1]
+        assert t.value == pytest.approx(final.mean())
+    capsys.readouterr()
+    out_dir = tmp_path / "plots"
+    assert main(["sweep", "--show", "--storage", url, "--study", name, "-o", str(out_dir)]) == 0
+    shown = capsys.readouterr().out
+    assert "6 complete" in shown
+    best = max(done, key=lambda t: t.value)
+    assert f"{best.value:.2f}" in shown
+    assert (out_dir / f"{name}_history.png").stat().st_size > 0
+    assert (out_dir / f"{name}_importances.png").stat().st_size > 0
+    # Another agent's or space's worker is refused rather than mixed into the study.
+    other = write_space(tmp_path, {"gamma": {"low": 0.9, "high": 0.99}})
+    argv = ["sweep", "PPO", *TRIAL, "--space", other, "--storage", url, "--study", name]
+    assert main(argv) == 2
+    assert "not these settings" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A PostgreSQL server's URL: CI's (``AJAX_TEST_POSTGRES_URL``, which ``.ci/run``
+    starts), else one this module starts and stops with ``.ci/postgres``."""
+    url = os.environ.get("AJAX_TEST_POSTGRES_URL")
+    if url:
+        yield url
+        return
+    started = subprocess.run([ROOT / ".ci" / "postgres", "start"], capture_output=True, text=True)
+    if started.returncode != 0:
+        pytest.skip(f"no PostgreSQL server could be started: {started.stderr.strip()}")
+    url, directory = started.stdout.split()
+    yield url
+    subprocess.run([ROOT / ".ci" / "postgres", "stop", directory], check=True)
+
+
+def worker(argv: list[str], log_dir: Path) -> subprocess.Popen:
+    """An ``ajax sweep`` worker in a process of its own."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ajax.cli", "sweep", "PPO", *argv, "--log-dir", str(log_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=os.environ | {"COLUMNS": "200"},
+    )
+
+
+@pytest.mark.slow
+def test_two_workers_share_one_postgresql_study(tmp_path, postgres_url):
+    name = f"shared_{os.getpid()}_{time.time_ns()}"
+    argv = [*TRIAL, "--space", write_space(tmp_path), "--storage", postgres_url]
+    argv += ["--study", name, "--n-trials", "4"]
+    workers = [worker(argv, tmp_path / f"w{i}") for i in range(2)]
+    outputs = [w.communicate(timeout=600)[0] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], outputs
+    done = trials(postgres_url, name)
+    # Every trial recorded once: numbers distinct, all complete, and those the two workers
+    # ran are the study's, none lost. A worker may start one past the total while the other's
+    # last is running.
+    numbers = sorted(t.number for t in done)
+    assert numbers == list(range(len(numbers))) and 4 <= len(numbers) <= 5
+    assert all(t.state == TrialState.COMPLETE for t in done)
+    ran = sorted(
+        int(line.split()[1].rstrip(":"))
+        for out in outputs
+        for line in out.splitlines()
+        if line.startswith("trial ")
+    )
+    assert ran == numbers
+    assert all(any(line.startswith("trial ") for line in out.splitlines()) for out in outputs)
+    for t in done:
+        assert Path(t.user_attrs["run_dir"], "result").is_dir()
+
+
+@pytest.mark.slow
+def test_a_killed_worker_leaves_its_trial_failed_and_the_study_usable(tmp_path):
+    url, name = f"sqlite:///{tmp_path / 'sweep.db'}", "killed"
+    space = write_space(tmp_path)
+    # Trials long enough (seconds of compiling, then of running) to be killed inside one.
+    argv = ["--env", "CartPole-v1", "--seeds", "2", "--n-timesteps", "500000"]
+    argv += ["--space", space, "--storage", url, "--study", name, "--n-trials", "1"]
+    killed = worker([*argv, "--heartbeat-s", "1"], tmp_path)
+    deadline, running = time.monotonic() + 300, []
+    while not running and time.monotonic() < deadline:
+        time.sleep(0.5)
+        try:
+            running = [t for t in trials(url, name) if t.state == TrialState.RUNNING]
+        except KeyError:  # the study is not created yet
+            continue
+    assert running, "the worker never started its trial"
+    time.sleep(2)  # heartbeats recorded
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert [t.state for t in trials(url, name)] == [TrialState.RUNNING]
+    # Once the heartbeat is older than its grace (twice 1 s), the next look fails it.
+    time.sleep(3)
+    optuna.storages.fail_stale_trials(optuna.load_study(study_name=name, storage=storage(url, 1)))
+    assert [t.state for t in trials(url, name)] == [TrialState.FAIL]
+    # The study goes on: a new worker on it replaces the failed trial.
+    assert main(["sweep", "PPO", *argv, "--log-dir", str(tmp_path)]) == 0
+    assert [t.state for t in trials(url, name)] == [TrialState.FAIL, TrialState.COMPLETE]
