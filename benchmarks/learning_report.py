@@ -89,7 +89,7 @@ RUNS: dict[str, list[tuple[str, dict, int, int, int]]] = {
         ("Pendulum-v1", {"learning_starts": 1_000, "hidden_sizes": (64, 64)}, 20_000, 2_000, 10)
     ],
     "APO": [("Pendulum-v1", {}, 300_000, 100_000, 10)],
-    "AVG": [("Pendulum-v1", {}, 50_000, 5_000, 10)],
+    "AVG": [("Pendulum-v1", {"gamma": 0.9}, 100_000, 10_000, 10)],
     "APG": [("ajax/PendulumTracking-v0", {}, 200_000, 50_000, 20)],
     "UDRL": [("CartPole-v1", {}, 200_000, 25_000, 10)],
     "TDMPC2": [("Pendulum-v1", {"size": "cpu"}, 15_000, 1_000, 5)],
