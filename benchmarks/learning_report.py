@@ -170,6 +170,30 @@ def report(name: str, run: tuple, seeds: int, steps: int | None, out: str, plots
     emit(row, out)
 
 
+def table(path: str) -> str:
+    """The newest row of each agent and task in ``path`` as a Markdown table: the table the
+    agent pages and the report's summary show."""
+    import json
+
+    newest: dict[tuple[str, str], dict] = {}
+    for line in Path(path).read_text().splitlines():
+        row = json.loads(line)
+        newest[(row["agent"], row["env"])] = row
+    lines = [
+        "| agent | task | budget (steps) | seeds | final IQM [95% interval] | wall time | "
+        "commit, date |",
+        "| --- | --- | ---: | ---: | --- | ---: | --- |",
+    ]
+    for (agent, env), row in newest.items():
+        low, high = row["final_interval"]
+        lines.append(
+            f"| {agent} | {env} | {row['n_timesteps']:,} | {row['seeds']} | "
+            f"{row['final_iqm']:.1f} [{low:.1f}, {high:.1f}] | {row['wall_s']:.0f} s | "
+            f"{row['commit']}, {row['date']} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", nargs="+", default=list(RUNS), choices=list(RUNS))
@@ -180,7 +204,13 @@ def main() -> None:
     parser.add_argument("--first-task-only", action="store_true", help="skip the second tasks")
     parser.add_argument("--out", default=str(HERE / "results" / "learning.jsonl"))
     parser.add_argument("--plots", type=Path, default=HERE / "results" / "learning")
+    parser.add_argument(
+        "--table", action="store_true", help="print the newest rows of --out as Markdown, and stop"
+    )
     args = parser.parse_args()
+    if args.table:
+        print(table(args.out))
+        return
     for name in args.agents:
         for run in RUNS[name][: 1 if args.first_task_only else None]:
             seeds = args.seeds or SEEDS.get(name, 10)

@@ -42,3 +42,11 @@ def test_the_learning_report_writes_rows_with_intervals_and_a_plot_per_run(tmp_p
         assert row["commit"] and row["wall_s"] > 0
         png = plots / f"{row['agent']}_CartPole-v1.png"
         assert png.read_bytes().startswith(b"\x89PNG")
+    # --table: the newest row of each agent and task, as the pages show them.
+    command = [sys.executable, str(ROOT / "benchmarks" / "learning_report.py"), "--table"]
+    proc = subprocess.run([*command, "--out", str(out)], cwd=ROOT, env=env, capture_output=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.decode().splitlines()
+    assert len(lines) == 4 and lines[2].startswith("| PPO | CartPole-v1 | 4,096 | 3 | ")
+    low, high = rows[0]["final_interval"]
+    assert f"{rows[0]['final_iqm']:.1f} [{low:.1f}, {high:.1f}]" in lines[2]
