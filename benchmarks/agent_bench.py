@@ -127,8 +127,8 @@ def timed_segment_call(
     """One call of a compiled ``segment`` over ``n_iterations`` from a freshly initialised
     state (``init`` compiled, ``programs`` the run's): its seconds, the initialisation
     excluded, and the state it ended in."""
-    state = jax.block_until_ready(init(programs.seeds))
-    args = (programs.health, programs.seeds, np.int32(0), np.int32(n_iterations))
+    state = jax.block_until_ready(init(programs.seeds, programs.values))
+    args = (programs.health, programs.seeds, programs.values, np.int32(0), np.int32(n_iterations))
     start = time.perf_counter()
     end, _, _ = jax.block_until_ready(segment(state, *args))
     return time.perf_counter() - start, end

@@ -112,7 +112,7 @@ def test_apg_runs_on_brax_with_differentiable_resets():
 
 def _untrained_returns(agent, seeds, episodes):
     """Each seed's mean return with its initial parameters, evaluated as ajax.evaluate does."""
-    state = init_program(agent, agent.env_copies(agent.n_envs), 1)(seed_array(seeds))
+    state = init_program(agent, agent.env_copies(agent.n_envs), 1)(seed_array(seeds), {})
     untrained = TrainResult(agent=agent, state=state, seeds=seeds, n_timesteps=0, evaluations={})
     return evaluate(untrained, num_episodes=episodes)
 

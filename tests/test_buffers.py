@@ -57,7 +57,7 @@ def test_transition_bytes():
 
 def _state_shape(agent, seeds):
     env = agent.env_copies(agent.n_envs)
-    return jax.eval_shape(init_program(agent, env, 1), seed_array(seeds))
+    return jax.eval_shape(init_program(agent, env, 1), seed_array(seeds), {})
 
 
 def test_memory_grows_with_seeds_and_buffer_size():

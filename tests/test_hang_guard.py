@@ -62,7 +62,7 @@ def test_no_program_holds_a_batched_lapack_call(name):
 def test_initial_state_of_a_seed_is_the_same_in_any_batch():
     agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
     init = init_program(agent, agent.env_copies(2), 1)
-    batch, alone = init(seed_array([4, 9, 2])), init(seed_array([9]))
+    batch, alone = init(seed_array([4, 9, 2]), {}), init(seed_array([9]), {})
     for a, b in zip(jax.tree.leaves(batch), jax.tree.leaves(alone), strict=True):
         np.testing.assert_array_equal(a[1], b[0])
 

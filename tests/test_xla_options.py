@@ -347,7 +347,7 @@ def _lowered_segment(agent, tuned: bool) -> str:
     with contextlib.ExitStack() as stack:
         for block in blocks:
             stack.enter_context(block)
-        lowered = segment.lower(state, health, np.uint32(0), np.int32(0), np.int32(2))
+        lowered = segment.lower(state, health, np.uint32(0), {}, np.int32(0), np.int32(2))
     return lowered.as_text()
 
 

@@ -169,11 +169,14 @@ def _sources_digest(objects: list[Any]) -> str | None:
     return h.hexdigest()
 
 
-def run_key(agent: Any, n_seeds: int, num_episode_test: int | None) -> str | None:
+def run_key(
+    agent: Any, n_seeds: int, num_episode_test: int | None, swept: tuple[str, ...] = ()
+) -> str | None:
     """The hash of everything that shapes a run's segment program for ``n_seeds`` seeds, a
     device's share (:func:`key_with` adds what else shapes its init program), or None when
     the run cannot be keyed: its environment is an object rather than a registered id, or a
-    class it runs has no source file."""
+    class it runs has no source file. The ``swept`` hyperparameters are arguments of a
+    sweep's programs, so they enter the key by name, not by value."""
     if agent.registered_env_id is None:
         return None
     env = agent.env.unwrapped
@@ -192,7 +195,7 @@ def run_key(agent: Any, n_seeds: int, num_episode_test: int | None) -> str | Non
     h.update(f"tuning={active_choices()}".encode())
     described = {
         "agent": f"{type(agent).__module__}.{type(agent).__qualname__}",
-        "hyperparameters": agent.hyperparameters(),
+        "hyperparameters": agent.hyperparameters() | {name: "swept" for name in swept},
         "env_id": agent.registered_env_id,
         "env_params": agent.env_params,
         "n_envs": agent.n_envs,

@@ -39,6 +39,7 @@ from ajax.run.lowering import lower_run, seeds_only
 from ajax.run.plan import RunPlan, check_positive_int, plan_run, seeds_of
 from ajax.run.supervise import RunInterrupted, interrupts
 from ajax.serialization import as_json
+from ajax.sweep import Sweep, SweepResult, configurations, place_values
 from ajax.watchdog import Watchdog
 
 __all__ = ["RunInterrupted", "resume", "train"]
@@ -53,7 +54,8 @@ def train(
     progress: Progress | None = None,
     watchdog: Watchdog | None = None,
     checkpoint: CheckpointConfig | None = None,
-) -> TrainResult:
+    sweep: Sweep | None = None,
+) -> TrainResult | SweepResult:
     """Train ``agent`` once per seed, all seeds in one vmapped program.
 
     Args:
@@ -71,8 +73,18 @@ def train(
         checkpoint: save the whole training state every ``checkpoint.every`` segments, which
             :func:`ajax.resume` continues exactly (needs a logging config, whose
             ``log_frequency`` ends each segment).
+        sweep: batchable hyperparameters to sweep in the same two programs, every
+            configuration with every seed: a mapping of names to lists of values (their
+            product), or a list of mappings (those configurations). Returns a
+            :class:`ajax.sweep.SweepResult`. See :mod:`ajax.sweep`.
     """
     seeds = seeds_of(seed)
+    configs = None if sweep is None else configurations(agent, sweep)
+    if configs is not None and checkpoint is not None:
+        raise ValueError(
+            "checkpoint= with sweep= is not supported yet: checkpoint each configuration's "
+            "run on its own, or sweep without checkpoints."
+        )
     check_positive_int("num_episode_test", num_episode_test, "num_episode_test=10")
     if logging_config is not None and not isinstance(logging_config, LoggingConfig):
         raise TypeError("logging_config must be an ajax.LoggingConfig or None.")
@@ -106,6 +118,8 @@ def train(
         "log_dir": None if directory is None else str(directory.absolute()),
         "checkpoint": None,
     }
+    if configs is not None:
+        run_config["sweep"] = {"names": list(configs[0]), "configs": configs}
     if checkpoint is not None:
         checkpoint_dir = checkpoint_directory(checkpoint, directory)
         run_config["checkpoint"] = {"every": checkpoint.every, "keep": checkpoint.keep}
@@ -197,17 +211,21 @@ def _run(
     """The run ``run_config`` describes, from its start or from checkpoint ``start``."""
     run = HostRun(plan, run_config, progress, watchdog, start)
     seeds = run.seeds
+    sweep = run_config.get("sweep")
+    places = [label["seed"] for label in run.labels]
+    values = None if sweep is None else place_values(sweep["configs"], len(seeds))
     with interrupts() as received:
         try:
             start_s = time.perf_counter()
             # A resumed run starts from its checkpoint, and compiles no initialisation.
             programs = lower_run(
                 agent,
-                seeds,
+                places,
                 plan,
                 run_config["num_episode_test"],
                 evaluate=run_config["logging"] is not None,
                 compile_init=start is None,
+                values=values,
             )
             segment = programs.segment.compile(compiler_options(agent))
             init = None if start is not None else programs.init_compiled.result()
@@ -221,17 +239,18 @@ def _run(
             run.close()
     run_s = time.perf_counter() - run_start
 
-    if programs.places > len(seeds):
+    if programs.places > len(places):
         # Without the first seed's copies, gathered on one device: a slice of the sharded
         # state would be replicated on every device.
-        state = seeds_only(jax.device_put(state, jax.local_devices()[0]), len(seeds))
-    return TrainResult.from_history(
+        state = seeds_only(jax.device_put(state, jax.local_devices()[0]), len(places))
+    result = TrainResult.from_history(
         agent=agent,
         state=state,
-        seeds=seeds,
+        seeds=places,
         n_timesteps=run.total,
         history=run.history,
-        diverged=divergences(jax.device_get(health), seeds, programs.metric_names, plan),
+        diverged=divergences(jax.device_get(health), run.labels, programs.metric_names, plan),
         timings={"compile_s": compile_s, "run_s": run_s, "total_s": compile_s + run_s},
         log_dir=None if run.writer is None else str(run.writer.directory),
     )
+    return result if sweep is None else SweepResult.split(result, sweep["configs"], seeds)

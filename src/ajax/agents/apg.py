@@ -60,6 +60,7 @@ class APGConfig:
         "cut the tracking cost by 10% in 200k steps, 3e-3 by 99% (docs/agents/apg.md).",
         low=0.0,
         low_open=True,
+        batchable=True,
     )
     learning_rate_decay: float = hyperparameter(
         0.997,

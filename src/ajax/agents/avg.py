@@ -60,17 +60,21 @@ class AVGConfig:
     """AVG's hyperparameters."""
 
     actor_learning_rate: float = hyperparameter(
-        0.0063, f"the actor's Adam step size; {REFERENCE}.", low=0.0, low_open=True
+        0.0063, f"the actor's Adam step size; {REFERENCE}.", low=0.0, low_open=True, batchable=True
     )
     critic_learning_rate: float = hyperparameter(
-        0.0087, f"the critic's Adam step size; {REFERENCE}.", low=0.0, low_open=True
+        0.0087, f"the critic's Adam step size; {REFERENCE}.", low=0.0, low_open=True, batchable=True
     )
     adam_b1: float = hyperparameter(
         0.0, f"Adam's beta 1 (no momentum: a batch of one); {REFERENCE}.", low=0.0, high=1.0
     )
     adam_b2: float = hyperparameter(0.999, f"Adam's beta 2; {REFERENCE}.", low=0.0, high=1.0)
-    alpha: float = hyperparameter(0.07, f"the entropy bonus's weight, fixed; {REFERENCE}.", low=0.0)
-    gamma: float = hyperparameter(0.99, f"discount; {REFERENCE}.", low=0.0, high=1.0)
+    alpha: float = hyperparameter(
+        0.07, f"the entropy bonus's weight, fixed; {REFERENCE}.", low=0.0, batchable=True
+    )
+    gamma: float = hyperparameter(
+        0.99, f"discount; {REFERENCE}.", low=0.0, high=1.0, batchable=True
+    )
     hidden_sizes: tuple[int, ...] = hyperparameter(
         (256, 256), f"hidden layers of the actor and of the critic; {REFERENCE}."
     )

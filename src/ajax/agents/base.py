@@ -70,9 +70,14 @@ def hyperparameter(
     high: float | None = None,
     low_open: bool = False,
     high_open: bool = False,
+    batchable: bool = False,
 ) -> Any:
-    """A Config field with its documentation (meaning and default's source) and valid range."""
+    """A Config field with its documentation (meaning and default's source) and valid range.
+    ``batchable``: a float that may be swept as a batch axis (``train(..., sweep=...)``),
+    because the agent reads it only as a number inside its computation, never to choose a
+    shape or a branch in Python."""
     meta = {"doc": doc, "low": low, "high": high, "low_open": low_open, "high_open": high_open}
+    meta["batchable"] = batchable
     if isinstance(default, list | dict):
         raise TypeError("use tuples for sequence defaults so that configs stay hashable")
     return dataclasses.field(default=default, metadata=meta)
@@ -105,6 +110,15 @@ def as_field_type(field: dataclasses.Field, value: Any) -> Any:
     return value
 
 
+def batchable_fields(config_type: type) -> tuple[str, ...]:
+    """The fields of ``config_type`` declared ``batchable``, where they are declared."""
+    return tuple(
+        f.name
+        for f in dataclasses.fields(config_type)
+        if _range_of(config_type, f.name).get("batchable", False)
+    )
+
+
 def _range_text(meta: dict) -> str:
     parts = []
     if meta["low"] is not None:
@@ -118,6 +132,8 @@ def validate_config(config: Any) -> None:
     """Raise ValueError naming any field of ``config`` outside its documented range."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
+        if isinstance(value, jax.core.Tracer):
+            continue  # a swept value, checked as a number before the trace (ajax.sweep)
         meta = {**_range_of(type(config), field.name), "doc": field.metadata["doc"]}
         default = field.default
         if isinstance(default, bool):
@@ -336,6 +352,16 @@ class Agent(abc.ABC):
 
     def hyperparameters(self) -> dict[str, Any]:
         return dataclasses.asdict(self.config)
+
+    def with_values(self, values: dict[str, Any]) -> Agent:
+        """This agent built again with ``values`` for some of its batchable hyperparameters,
+        which may be traced: inside a program of a sweep, each configuration's agent, so
+        that every use of those values, those its constructor makes (optimisers, targets)
+        among them, follows the configuration's."""
+        fields = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
+        swept = object.__new__(type(self))
+        type(self).__init__(swept, self.env, self.n_envs, **(fields | values))
+        return swept
 
     def train(self, seed: int | list[int] = 0, n_timesteps: int = 100_000, **kwargs: Any):
         """Train one run per seed as one vmapped program: ``ajax.train(self, ...)``, whose

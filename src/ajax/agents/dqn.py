@@ -71,11 +71,17 @@ class DQNConfig(ReplayConfig):
         low=1,
     )
     exploration_fraction: float = hyperparameter(
-        0.16, "fraction of the run over which epsilon decays; RL-Zoo CartPole.", low=0.0, high=1.0
+        0.16,
+        "fraction of the run over which epsilon decays; RL-Zoo CartPole.",
+        low=0.0,
+        high=1.0,
+        batchable=True,
     )
-    initial_epsilon: float = hyperparameter(1.0, "epsilon at the start; paper.", low=0.0, high=1.0)
+    initial_epsilon: float = hyperparameter(
+        1.0, "epsilon at the start; paper.", low=0.0, high=1.0, batchable=True
+    )
     final_epsilon: float = hyperparameter(
-        0.04, "epsilon after the decay; RL-Zoo CartPole.", low=0.0, high=1.0
+        0.04, "epsilon after the decay; RL-Zoo CartPole.", low=0.0, high=1.0, batchable=True
     )
     n_step: int = hyperparameter(
         5,
@@ -93,7 +99,7 @@ class DQNConfig(ReplayConfig):
         False, "value and centred-advantage streams (Wang et al. 2016); SB3: none."
     )
     max_grad_norm: float = hyperparameter(
-        10.0, "global gradient-norm clip; SB3 DQN.", low=0.0, low_open=True
+        10.0, "global gradient-norm clip; SB3 DQN.", low=0.0, low_open=True, batchable=True
     )
 
 

@@ -17,6 +17,7 @@ what follows a critic update (:meth:`_after_critic`: the targets move) and an ac
 from __future__ import annotations
 
 import abc
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +92,7 @@ class OffPolicyAgent(ReplayAgent):
                 "so that actor updates fall on a fixed schedule of iterations. Try "
                 f"policy_delay={steps} or policy_delay=1."
             )
-        self._action_dim = int(jnp.prod(jnp.asarray(self.env.action_space.shape)))
+        self._action_dim = math.prod(self.env.action_space.shape)
         self.critic = QEnsemble(c.hidden_sizes, c.activation, c.n_critics)
         self._adam = tuned_optimizer(self, optax.adam(c.learning_rate))
 

@@ -39,7 +39,7 @@ class OnPolicyConfig:
     says otherwise."""
 
     learning_rate: float = hyperparameter(
-        2.5e-4, "step size; PureJaxRL/CleanRL CartPole.", low=0.0, low_open=True
+        2.5e-4, "step size; PureJaxRL/CleanRL CartPole.", low=0.0, low_open=True, batchable=True
     )
     anneal_lr: bool = hyperparameter(
         True, "decay the step size linearly to 0 over the run; PureJaxRL ANNEAL_LR."
@@ -51,9 +51,15 @@ class OnPolicyConfig:
     n_minibatches: int = hyperparameter(
         4, "minibatches per epoch; PureJaxRL NUM_MINIBATCHES.", low=1
     )
-    gamma: float = hyperparameter(0.99, "discount; PureJaxRL GAMMA.", low=0.0, high=1.0)
+    gamma: float = hyperparameter(
+        0.99, "discount; PureJaxRL GAMMA.", low=0.0, high=1.0, batchable=True
+    )
     max_grad_norm: float = hyperparameter(
-        0.5, "global gradient-norm clip; PureJaxRL MAX_GRAD_NORM.", low=0.0, low_open=True
+        0.5,
+        "global gradient-norm clip; PureJaxRL MAX_GRAD_NORM.",
+        low=0.0,
+        low_open=True,
+        batchable=True,
     )
 
 

@@ -11,6 +11,7 @@ matches CleanRL's ``ppo.py`` (Huang et al. 2022, "The 37 implementation details 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,18 +36,34 @@ class PPOConfig(OnPolicyConfig):
     their defaults)."""
 
     gae_lambda: float = hyperparameter(
-        0.95, "GAE lambda (Schulman et al. 2016); PureJaxRL GAE_LAMBDA.", low=0.0, high=1.0
+        0.95,
+        "GAE lambda (Schulman et al. 2016); PureJaxRL GAE_LAMBDA.",
+        low=0.0,
+        high=1.0,
+        batchable=True,
     )
     clip_coef: float = hyperparameter(
-        0.2, "ratio clip epsilon (paper, sec. 3); PureJaxRL CLIP_EPS.", low=0.0, low_open=True
+        0.2,
+        "ratio clip epsilon (paper, sec. 3); PureJaxRL CLIP_EPS.",
+        low=0.0,
+        low_open=True,
+        batchable=True,
     )
     clip_value_loss: bool = hyperparameter(
         True, "clip the value update around the old value as the policy's; PureJaxRL, CleanRL."
     )
-    ent_coef: float = hyperparameter(0.01, "entropy bonus weight; PureJaxRL ENT_COEF.", low=0.0)
-    vf_coef: float = hyperparameter(0.5, "value-loss weight; PureJaxRL VF_COEF.", low=0.0)
+    ent_coef: float = hyperparameter(
+        0.01, "entropy bonus weight; PureJaxRL ENT_COEF.", low=0.0, batchable=True
+    )
+    vf_coef: float = hyperparameter(
+        0.5, "value-loss weight; PureJaxRL VF_COEF.", low=0.0, batchable=True
+    )
     max_grad_norm: float = hyperparameter(
-        0.5, "global gradient-norm clip; PureJaxRL MAX_GRAD_NORM.", low=0.0, low_open=True
+        0.5,
+        "global gradient-norm clip; PureJaxRL MAX_GRAD_NORM.",
+        low=0.0,
+        low_open=True,
+        batchable=True,
     )
     anneal_lr: bool = hyperparameter(
         True, "decay the step size linearly to 0 over the run; PureJaxRL ANNEAL_LR."
@@ -99,7 +116,7 @@ class PPO(OnPolicyAgent):
             logits = MLP(c.hidden_sizes, space.n, c.activation, out_gain=0.01)
             self.actor = MLPHead(logits, Categorical)
         else:
-            dim = int(jnp.prod(jnp.asarray(space.shape)))
+            dim = math.prod(space.shape)
             self.actor = _GaussianActor(c.hidden_sizes, dim, c.activation, c.init_log_std)
         self.critic = MLP(c.hidden_sizes, 1, c.activation, out_gain=1.0)
 

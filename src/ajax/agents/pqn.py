@@ -43,13 +43,17 @@ class PQNConfig(OnPolicyConfig):
     gamma: float = override(0.99, "discount; purejaxql GAMMA.")
     max_grad_norm: float = override(10.0, "global gradient-norm clip; purejaxql MAX_GRAD_NORM.")
     q_lambda: float = hyperparameter(
-        0.95, "lambda of the Q(lambda) returns; purejaxql LAMBDA.", low=0.0, high=1.0
+        0.95,
+        "lambda of the Q(lambda) returns; purejaxql LAMBDA.",
+        low=0.0,
+        high=1.0,
+        batchable=True,
     )
     initial_epsilon: float = hyperparameter(
-        1.0, "epsilon at the start; purejaxql EPS_START.", low=0.0, high=1.0
+        1.0, "epsilon at the start; purejaxql EPS_START.", low=0.0, high=1.0, batchable=True
     )
     final_epsilon: float = hyperparameter(
-        0.2, "epsilon after the decay; purejaxql EPS_FINISH.", low=0.0, high=1.0
+        0.2, "epsilon after the decay; purejaxql EPS_FINISH.", low=0.0, high=1.0, batchable=True
     )
     exploration_fraction: float = hyperparameter(
         0.2,
@@ -58,7 +62,11 @@ class PQNConfig(OnPolicyConfig):
         high=1.0,
     )
     reward_scale: float = hyperparameter(
-        0.1, "factor on rewards before learning; purejaxql REW_SCALE.", low=0.0, low_open=True
+        0.1,
+        "factor on rewards before learning; purejaxql REW_SCALE.",
+        low=0.0,
+        low_open=True,
+        batchable=True,
     )
     hidden_sizes: tuple[int, ...] = hyperparameter(
         (256, 256), "LayerNorm Q-network layers; purejaxql HIDDEN_SIZE x NUM_LAYERS."

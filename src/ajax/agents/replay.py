@@ -27,7 +27,7 @@ class ReplayConfig:
     "Soft Actor-Critic Algorithms and Applications", table 1) unless an agent says otherwise."""
 
     learning_rate: float = hyperparameter(
-        3e-4, "Adam step size of every network; SAC paper.", low=0.0, low_open=True
+        3e-4, "Adam step size of every network; SAC paper.", low=0.0, low_open=True, batchable=True
     )
     buffer_size: int = hyperparameter(
         1_000_000, "replay capacity in transitions per seed; SAC paper.", low=1
@@ -38,9 +38,14 @@ class ReplayConfig:
         low=0,
     )
     batch_size: int = hyperparameter(256, "minibatch size; SAC paper.", low=1)
-    gamma: float = hyperparameter(0.99, "discount; SAC paper.", low=0.0, high=1.0)
+    gamma: float = hyperparameter(0.99, "discount; SAC paper.", low=0.0, high=1.0, batchable=True)
     tau: float = hyperparameter(
-        0.005, "Polyak rate of the target networks; SAC paper.", low=0.0, high=1.0, low_open=True
+        0.005,
+        "Polyak rate of the target networks; SAC paper.",
+        low=0.0,
+        high=1.0,
+        low_open=True,
+        batchable=True,
     )
     gradient_steps: int = hyperparameter(
         1, "updates per iteration; SAC paper (one per environment step).", low=1

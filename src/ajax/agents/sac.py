@@ -30,13 +30,17 @@ class SACConfig(OffPolicyConfig):
     """SAC's hyperparameters."""
 
     initial_alpha: float = hyperparameter(
-        1.0, "temperature at the start; SB3's and the authors' code.", low=0.0, low_open=True
+        1.0,
+        "temperature at the start; SB3's and the authors' code.",
+        low=0.0,
+        low_open=True,
+        batchable=True,
     )
     autotune_alpha: bool = hyperparameter(
         True, "tune the temperature toward target_entropy (Haarnoja et al. 2018b)."
     )
     target_entropy_scale: float = hyperparameter(
-        1.0, "target entropy is -scale * dim(A); 1 in the paper.", low=0.0
+        1.0, "target entropy is -scale * dim(A); 1 in the paper.", low=0.0, batchable=True
     )
     n_target_critics: int = hyperparameter(
         2, "critics whose minimum forms the target; 2 (all of them) in SAC.", low=1

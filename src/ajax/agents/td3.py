@@ -34,13 +34,16 @@ class TD3Config(OffPolicyConfig):
 
     policy_delay: int = override(2, "critic updates per actor and target update; paper's d.")
     exploration_noise: float = hyperparameter(
-        0.1, "std of the Gaussian exploration noise, in [-1, 1] units; paper.", low=0.0
+        0.1,
+        "std of the Gaussian exploration noise, in [-1, 1] units; paper.",
+        low=0.0,
+        batchable=True,
     )
     target_noise: float = hyperparameter(
-        0.2, "std of the target policy smoothing noise; paper.", low=0.0
+        0.2, "std of the target policy smoothing noise; paper.", low=0.0, batchable=True
     )
     target_noise_clip: float = hyperparameter(
-        0.5, "clip on the target policy smoothing noise; paper.", low=0.0
+        0.5, "clip on the target policy smoothing noise; paper.", low=0.0, batchable=True
     )
 
 

@@ -68,7 +68,7 @@ class UDRLConfig:
     )
     batch_size: int = hyperparameter(256, f"(state, command) pairs per update; {REFERENCE}.", low=1)
     learning_rate: float = hyperparameter(
-        1e-3, f"Adam step size; {REFERENCE}.", low=0.0, low_open=True
+        1e-3, f"Adam step size; {REFERENCE}.", low=0.0, low_open=True, batchable=True
     )
     store_size: int = hyperparameter(700, f"best episodes kept (replay_size); {REFERENCE}.", low=1)
     last_few: int = hyperparameter(
@@ -81,10 +81,16 @@ class UDRLConfig:
         low=0,
     )
     return_scale: float = hyperparameter(
-        0.02, f"factor on the desired return at the network's input; {REFERENCE}.", low=0.0
+        0.02,
+        f"factor on the desired return at the network's input; {REFERENCE}.",
+        low=0.0,
+        batchable=True,
     )
     horizon_scale: float = hyperparameter(
-        0.02, f"factor on the desired horizon at the network's input; {REFERENCE}.", low=0.0
+        0.02,
+        f"factor on the desired horizon at the network's input; {REFERENCE}.",
+        low=0.0,
+        batchable=True,
     )
     hidden_sizes: tuple[int, ...] = hyperparameter(
         (64, 64, 64), f"embedding width, then ReLU layers; {REFERENCE}."

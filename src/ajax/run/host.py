@@ -27,18 +27,29 @@ from ajax.watchdog import CallInterrupted, Watchdog, call_watched, dump_stacks, 
 Progress = Callable[[int, int, dict[str, float]], None]
 
 
+def place_labels(run_config: dict[str, Any]) -> list[dict[str, int]]:
+    """What each place of a run's programs is, in order, before the padding: its seed, and
+    in a sweep its configuration's index (configuration-major)."""
+    seeds = run_config["seeds"]
+    sweep = run_config.get("sweep")
+    if sweep is None:
+        return [{"seed": s} for s in seeds]
+    return [{"config": c, "seed": s} for c in range(len(sweep["configs"])) for s in seeds]
+
+
 def divergences(
-    health: dict[str, np.ndarray], seeds: list[int], names: list[str], plan: RunPlan
+    health: dict[str, np.ndarray], labels: list[dict[str, int]], names: list[str], plan: RunPlan
 ) -> list[dict[str, Any]]:
-    """The seeds that diverged: each with the step of the iteration that diverged (its last
-    step) and the first metric that was not finite there (``params`` for the parameters)."""
+    """The places that diverged (each labelled as :func:`place_labels`), with the step of
+    the iteration that diverged (its last step) and the first metric that was not finite
+    there (``params`` for the parameters)."""
     return [
-        {
-            "seed": seed,
+        label
+        | {
             "timestep": int(health["iteration"][i] + 1) * plan.steps_per_iteration,
             "metric": names[int(health["metric"][i])],
         }
-        for i, seed in enumerate(seeds)
+        for i, label in enumerate(labels)
         if health["diverged"][i]
     ]
 
@@ -59,6 +70,8 @@ class HostRun:
         self.plan = plan
         self.config = run_config
         self.seeds = run_config["seeds"]
+        #: Each place's seed (and configuration, in a sweep), before the padding.
+        self.labels = place_labels(run_config)
         self.progress = progress
         self.watchdog = watchdog or Watchdog()
         self.total = plan.n_iterations * plan.steps_per_iteration
@@ -95,13 +108,13 @@ class HostRun:
 
     def _rows(self, timestep: int, summary: dict[str, np.ndarray]) -> list[dict[str, Any]]:
         return [
-            {"timestep": timestep, "seed": s} | {k: float(v[i]) for k, v in summary.items()}
-            for i, s in enumerate(self.seeds)
+            {"timestep": timestep} | label | {k: float(v[i]) for k, v in summary.items()}
+            for i, label in enumerate(self.labels)
         ]
 
     def record(self, timestep: int, outputs: Any) -> None:
         """Keep a finished segment's summary, hand its rows to the writer, report progress."""
-        summary = summaries(seeds_only(jax.device_get(outputs), len(self.seeds)))
+        summary = summaries(seeds_only(jax.device_get(outputs), len(self.labels)))
         self.history.append((timestep, summary))
         if self.writer is not None:
             self.writer.write(self._rows(timestep, summary))
@@ -163,7 +176,7 @@ class HostRun:
         if start is None:
             what = "the seeds' initialisation"
             try:
-                state = self.watched(init, (programs.seeds,), what, [])
+                state = self.watched(init, (programs.seeds, programs.values), what, [])
             except CallInterrupted as interrupt:
                 self.finish(interrupt, what, [])
                 raise
@@ -187,7 +200,8 @@ class HostRun:
             done = sum(lengths[:index])
             first, last = done * per_iteration, (done + lengths[index]) * per_iteration
             what = f"segment {index + 1} of {len(lengths)} (timesteps {first} to {last})"
-            args = (state, health, programs.seeds, np.int32(done), np.int32(lengths[index]))
+            args = (state, health, programs.seeds, programs.values)
+            args += (np.int32(done), np.int32(lengths[index]))
             try:
                 state, health, outputs = self.watched(segment, args, what, durations)
             except CallInterrupted as interrupt:

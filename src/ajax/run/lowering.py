@@ -30,6 +30,9 @@ class RunPrograms:
     #: The seeds (:func:`seed_array`), then copies of the first where they do not fill every
     #: device's share (:attr:`places`).
     seeds: np.ndarray
+    #: Each place's swept values (:mod:`ajax.sweep`), padded as the seeds; empty without a
+    #: sweep.
+    values: dict[str, np.ndarray]
     #: Every seed's divergence record at the start (:func:`initial_health`).
     health: dict[str, np.ndarray]
     #: What a divergence is reported under (:func:`watched_metrics`).
@@ -37,7 +40,7 @@ class RunPrograms:
     #: The init program, lowered (:attr:`init`): on another thread when :func:`lower_run`
     #: compiles it there.
     init_lowering: Future
-    #: ``segment(state, health, seeds, first, n_iterations) -> (state, health,
+    #: ``segment(state, health, seeds, values, first, n_iterations) -> (state, health,
     #: outputs)``: iterations ``first`` to ``first + n_iterations``, any number of them.
     segment: jax.stages.Lowered
     #: ``init`` compiled (with the options of a program that runs once) on another thread,
@@ -97,6 +100,7 @@ def lower_run(
     *,
     evaluate: bool,
     compile_init: bool = False,
+    values: dict[str, np.ndarray] | None = None,
 ) -> RunPrograms:
     """Lower the run's two programs, through ``jax.export`` (:mod:`ajax._program_cache`):
     a relaunch that finds them stored skips tracing. Refuses, before tracing the segment, a
@@ -111,6 +115,9 @@ def lower_run(
     own share (``shard_map``), with nothing exchanged between devices. Where the seeds do not
     fill the devices' shares, the places left run copies of the first seed (the programs'
     seed axis is :attr:`RunPrograms.places` long; :func:`ajax.loop.train` drops the copies).
+    A sweep's places are its configurations times its seeds: each place's swept ``values``
+    are an argument of both programs, and the program cache's key names the swept fields
+    rather than their values, so a grid of the same shape is the same program.
 
     The segment is lowered first, from the init's traced shapes. With ``compile_init``, the
     init is then lowered and compiled on another thread, meant to run while this one
@@ -121,32 +128,38 @@ def lower_run(
     mesh, share = seed_mesh(len(seeds))
     places = share * (1 if mesh is None else mesh.size)
     run_seeds = with_places(seed_array(seeds), places)
-    key = _program_cache.run_key(agent, share, num_episode_test if evaluate else None)
+    run_values = with_places(values, places) if values else {}
+    share_values = {name: v[:share] for name, v in run_values.items()}
+    key = _program_cache.run_key(
+        agent, share, num_episode_test if evaluate else None, swept=tuple(run_values)
+    )
     train_env = agent.env_copies(agent.n_envs)
     init_key = _program_cache.key_with(key, "init", plan.n_iterations)
     init = _program_cache.load(init_key)
     init_fn = init_program(agent, train_env, plan.n_iterations)
-    share_shape = jax.eval_shape(init_fn, run_seeds[:share]) if init is None else init.out_shape
+    share_shape = (
+        jax.eval_shape(init_fn, run_seeds[:share], share_values) if init is None else init.out_shape
+    )
     # The devices of a CPU share its memory; an accelerator holds its own share.
     held = places if jax.default_backend() == "cpu" else share
     check_memory(with_seeds(share_shape, held), held)
 
     def export_segment():
-        eval_env = agent.env_copies(num_episode_test).for_evaluation() if evaluate else None
         segment = jax.vmap(
-            segment_program(agent, train_env, eval_env),
-            in_axes=(0, 0, 0, None, None),
+            segment_program(agent, train_env, num_episode_test if evaluate else None),
+            in_axes=(0, 0, 0, 0, None, None),
             axis_name=SEED_AXIS,
         )
-        args = (share_shape, initial_health(share), run_seeds[:share], np.int32(0), np.int32(0))
+        args = (share_shape, initial_health(share), run_seeds[:share], share_values)
+        args += (np.int32(0), np.int32(0))
         with unrolled_threefry(), weight_gradients_for(agent):
             return _program_cache.export(segment, *args)
 
     health = initial_health(places)
     segment = _program_cache.cached(key, export_segment)
     state_shape = with_seeds(share_shape, places, mesh)
-    segment_args = (state_shape, health, run_seeds, np.int32(0), np.int32(0))
-    segment_lowered = on_devices(segment, mesh, seeded=3, whole=2, donate_argnums=0).lower(
+    segment_args = (state_shape, health, run_seeds, run_values, np.int32(0), np.int32(0))
+    segment_lowered = on_devices(segment, mesh, seeded=4, whole=2, donate_argnums=0).lower(
         *segment_args
     )
 
@@ -155,15 +168,16 @@ def lower_run(
         # JAX's rolled loop.
         program = init
         if program is None:
-            program = _program_cache.export(init_fn, run_seeds[:share])
+            program = _program_cache.export(init_fn, run_seeds[:share], share_values)
             _program_cache.store(init_key, program)
-        return on_devices(program, mesh, seeded=1).lower(run_seeds)
+        return on_devices(program, mesh, seeded=2).lower(run_seeds, run_values)
 
     init_lowering, init_compiled = lowered_init(
         lower_init, compiler_options(agent, runs_once=True), compile_init
     )
     return RunPrograms(
         run_seeds,
+        run_values,
         health,
         watched_metrics(segment.out_shape[2]["sums"]),
         init_lowering,

@@ -28,7 +28,8 @@ class RunState(Protocol):
 
 
 def init_program(agent: Any, env: Any, n_iterations: int) -> Callable:
-    """Every seed's initial state, from the seeds (:func:`seed_array`).
+    """Every place's initial state, from the seeds (:func:`seed_array`) and the swept values
+    of each place (an empty dict without a sweep).
 
     The seeds are initialised one after another (``lax.map``), not vmapped. Under a vmap,
     flax's orthogonal initialiser becomes one batched QR factorisation per layer, which
@@ -39,14 +40,22 @@ def init_program(agent: Any, env: Any, n_iterations: int) -> Callable:
     LAPACK call). A batch of one runs inline, and the initialisation is a negligible part of
     a run. It also makes seed i's initial state bit-identical in any batch.
     """
-    return jax.jit(
-        lambda seeds: jax.lax.map(lambda s: agent.init(seed_key(s), env, n_iterations), seeds)
-    )
+
+    def one(place: tuple[jax.Array, dict[str, jax.Array]]) -> Any:
+        seed, values = place
+        if not values:
+            return agent.init(seed_key(seed), env, n_iterations)
+        # The copies too, so that their wrappers' values are the place's.
+        own = agent.with_values(values)
+        return own.init(seed_key(seed), own.env_copies(own.n_envs), n_iterations)
+
+    return jax.jit(lambda seeds, values: jax.lax.map(one, (seeds, values)))
 
 
-def segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callable:
-    """The per-seed segment: iterations ``first`` to ``first + n_iterations`` of the run, then
-    an optional evaluation.
+def segment_program(agent: Any, train_env: Any, num_episode_test: int | None) -> Callable:
+    """The per-place segment: iterations ``first`` to ``first + n_iterations`` of the run,
+    then an optional evaluation, with the place's swept values (an empty dict without a
+    sweep).
 
     The iteration range is an argument, so one compiled program serves segments of any length
     and runs of any budget. Both are the same for every seed, so the split between the
@@ -61,11 +70,22 @@ def segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callabl
     from then on.
     """
 
-    # Jitted, so that the trace that finds its metrics' shapes is the one the loop uses:
-    # tracing an iteration twice cost PPO a tenth of its lowering.
-    iteration = jax.jit(lambda state: agent.iteration(state, train_env))
+    def evaluation_copies(agent: Any) -> Any:
+        if num_episode_test is None:
+            return None
+        return agent.env_copies(num_episode_test).for_evaluation()
 
-    def segment(state: RunState, health, seed, first, n_iterations):
+    eval_env = evaluation_copies(agent)
+
+    def segment(state: RunState, health, seed, values, first, n_iterations):
+        agent_here, train_here, eval_here = agent, train_env, eval_env
+        if values:  # a sweep: the place's agent and copies (see init_program)
+            agent_here = agent.with_values(values)
+            train_here = agent_here.env_copies(agent_here.n_envs)
+            eval_here = evaluation_copies(agent_here)
+        # Jitted, so that the trace that finds its metrics' shapes is the one the loop uses:
+        # tracing an iteration twice cost PPO a tenth of its lowering.
+        iteration = jax.jit(lambda state: agent_here.iteration(state, train_here))
         _, metric_shapes = jax.eval_shape(iteration, state)
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
         names = watched_metrics(metric_shapes)
@@ -74,7 +94,7 @@ def segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callabl
 
         def warm(_, carry):
             state, sums, health = carry
-            state, metrics = agent.warmup(state, train_env)
+            state, metrics = agent_here.warmup(state, train_here)
             # Warm-up iterations add to the episode sums alone: the other metrics are means
             # over the learning iterations.
             metrics = zeros | {k: metrics[k] for k in EPISODE_SUMS}
@@ -86,21 +106,25 @@ def segment_program(agent: Any, train_env: Any, eval_env: Any | None) -> Callabl
             return state, jax.tree.map(jnp.add, sums, metrics), health
 
         carry, n_warmup = (state, zeros, health), jnp.int32(0)
-        if agent.warmup_iterations:
-            n_warmup = jnp.clip(agent.warmup_iterations - first, 0, n_iterations)
+        if agent_here.warmup_iterations:
+            n_warmup = jnp.clip(agent_here.warmup_iterations - first, 0, n_iterations)
             carry = jax.lax.fori_loop(0, n_warmup, warm, carry)
-        if agent.pretrain_updates:
+        if agent_here.pretrain_updates:
             # The same for every seed, so under the seeds' vmap this stays a branch.
-            due = (first + n_warmup == agent.warmup_iterations) & (n_warmup < n_iterations)
-            state = jax.lax.cond(due, lambda s: agent.pretrain(s, train_env), lambda s: s, carry[0])
+            due = (first + n_warmup == agent_here.warmup_iterations) & (n_warmup < n_iterations)
+            state = jax.lax.cond(
+                due, lambda s: agent_here.pretrain(s, train_here), lambda s: s, carry[0]
+            )
             carry = (state, *carry[1:])
         state, sums, health = jax.lax.fori_loop(n_warmup, n_iterations, learn, carry)
-        state, health = frozen(agent, state, start_params, health, names, first + n_iterations - 1)
+        state, health = frozen(
+            agent_here, state, start_params, health, names, first + n_iterations - 1
+        )
         outputs = {"sums": sums, "learning_iterations": n_iterations - n_warmup}
-        if eval_env is not None:
+        if eval_here is not None:
             key = evaluation_key(seed, first + n_iterations)
             returns, lengths = run_episodes(
-                agent, eval_env, state.params, key, state.cursor.env_state
+                agent_here, eval_here, state.params, key, state.cursor.env_state
             )
             nan_if_diverged = lambda x: jnp.where(health["diverged"], jnp.nan, x.mean())  # noqa: E731
             outputs["episode_return"] = nan_if_diverged(returns)
