@@ -133,3 +133,24 @@ def test_episode_store_samples_steps_within_their_episode():
     assert np.all(t < length) and np.all(t >= 0)
     assert set(np.asarray(length).tolist()) == {2, 5}
     assert set(np.asarray(t[length == 5]).tolist()) == {0, 1, 2, 3, 4}
+
+
+def test_episode_store_samples_segments_within_their_episode():
+    store = EpisodeStore.create({"t": jnp.zeros((), jnp.int32)}, capacity=4, max_length=5)
+    lengths = jnp.asarray([2, 5])
+    steps = {"t": jnp.broadcast_to(jnp.arange(5), (2, 5))}
+    store = store.add(Episodes(steps, lengths, jnp.asarray([1.0, 2.0])))
+    sample = jax.jit(store.sample_segments, static_argnums=1)(jax.random.key(2), 2000)
+    first, last, span, trailing = (np.asarray(x) for x in jax.tree.leaves(sample))
+    t1, t2 = first, first + span
+    # t1 < t2 <= the episode's length; the step at t2 is the last one where t2 is the end.
+    assert np.all(span >= 1) and np.all(t2 <= 5)
+    np.testing.assert_array_equal(last, np.where(trailing, t2 - 1, t2))
+    # Every segment of both episodes is drawn, and none other.
+    expected = {
+        (a, b, b == length)
+        for length in (2, 5)
+        for a in range(length)
+        for b in range(a + 1, length + 1)
+    }
+    assert set(zip(t1.tolist(), t2.tolist(), trailing.tolist(), strict=True)) == expected

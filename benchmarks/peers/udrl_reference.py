@@ -213,6 +213,25 @@ def recorded(evaluate, env: OldGymEnv, evaluations: dict):
     return run
 
 
+def reference_side(args: argparse.Namespace) -> dict:
+    """The reference's seeds, run: training and evaluation returns per window, wall time."""
+    runs, reference_s = reference_seeds(
+        reference_run, args.workers, args.seeds, args.reference, args.steps
+    )
+
+    def windows(steps: str, returns: str) -> list:
+        return np.round(
+            [windowed(r[steps], r[returns], args.steps, args.window) for r in runs], 1
+        ).tolist()
+
+    return {
+        "reference": windows("ends", "returns"),
+        "reference_eval": windows("eval_steps", "eval_returns"),
+        "reference_wall_s": round(reference_s, 1),
+        "reference_seed_s": [round(r["seconds"], 1) for r in runs],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -226,33 +245,35 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="reference seeds run at once")
     parser.add_argument("--out", default=None)
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument(
+        "--reference-from",
+        type=Path,
+        default=None,
+        help="a row this script wrote (its last line) whose reference side, of the same "
+        "steps, seeds and window, is reused: only Ajax's side runs again",
+    )
     args = parser.parse_args()
     if not (Path(args.reference) / NOTEBOOK).exists():
         parser.error(
             f"{args.reference} has no {NOTEBOOK}: clone "
             "BY571/Upside-Down-Reinforcement-Learning and name its folder."
         )
-    runs, reference_s = reference_seeds(
-        reference_run, args.workers, args.seeds, args.reference, args.steps
-    )
+    shape = {"steps": args.steps, "seeds": args.seeds, "window": args.window}
+    if args.reference_from is not None:
+        earlier = json.loads(args.reference_from.read_text().splitlines()[-1])
+        if {k: earlier[k] for k in shape} != shape:
+            parser.error(f"{args.reference_from}'s last row is of {earlier}, not of {shape}.")
+        reference = {k: v for k, v in earlier.items() if k.startswith("reference")}
+    else:
+        reference = reference_side(args)
     import ajax  # after the workers have forked: JAX's threads do not survive a fork
-
-    def windows(steps: str, returns: str) -> list:
-        return np.round(
-            [windowed(r[steps], r[returns], args.steps, args.window) for r in runs], 1
-        ).tolist()
 
     row = {
         "agent": "UDRL",
         "env": ENV_ID,
-        "steps": args.steps,
-        "seeds": args.seeds,
-        "window": args.window,
+        **shape,
         "window_ends": np.arange(args.window, args.steps + 1, args.window).tolist(),
-        "reference": windows("ends", "returns"),
-        "reference_eval": windows("eval_steps", "eval_returns"),
-        "reference_wall_s": round(reference_s, 1),
-        "reference_seed_s": [round(r["seconds"], 1) for r in runs],
+        **reference,
         **ajax_seeds(ajax.UDRL(env_id=ENV_ID), args.steps, args.seeds, args.window, 10),
         **provenance(args.reference),
     }

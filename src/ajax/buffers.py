@@ -203,6 +203,20 @@ class EpisodeStore:
         steps = jax.tree.map(lambda x: x[index, t], self.episodes.steps)
         return steps, t, lengths
 
+    def sample_segments(self, key: jax.Array, n: int) -> tuple[Any, Any, jax.Array, jax.Array]:
+        """``n`` segments ``[t1, t2)``: stored episodes drawn uniformly, ``t1`` uniformly
+        within each, ``t2`` uniformly after it up to the episode's end (``t2 = length`` the
+        trailing segment). Returns the steps at ``t1``, the steps at ``t2`` (at the last step
+        where ``t2`` is the end), ``t2 - t1``, and whether ``t2`` is the end."""
+        episode_key, start_key, end_key = jax.random.split(key, 3)
+        index = jax.random.randint(episode_key, (n,), 0, jnp.maximum(self.size, 1))
+        lengths = self.episodes.lengths[index]
+        t1 = jnp.floor(jax.random.uniform(start_key, (n,)) * lengths).astype(jnp.int32)
+        after = jnp.floor(jax.random.uniform(end_key, (n,)) * (lengths - t1)).astype(jnp.int32)
+        t2 = t1 + 1 + after
+        at = lambda t: jax.tree.map(lambda x: x[index, t], self.episodes.steps)  # noqa: E731
+        return at(t1), at(jnp.minimum(t2, lengths - 1)), t2 - t1, t2 == lengths
+
 
 def transition_bytes(example: Any) -> int:
     """Bytes one stored transition takes, for memory estimates."""

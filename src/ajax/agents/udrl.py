@@ -3,10 +3,13 @@ Upside-Down Reinforcement Learning", arXiv:1912.02877).
 
 A behaviour function ``pi(a | s, c)`` maps a state and a command ``c = (desired return,
 desired horizon)`` to an action, and is trained by supervised learning alone: the store keeps
-the best episodes seen (by return), and each update draws (episode, step ``t``) pairs from it
-and raises the log-likelihood of the action taken at ``t`` under the command that the rest of
-the episode fulfilled, in hindsight: the return from ``t`` to the end and the steps left
-(the paper's trailing segments, section 2.3.3).
+the best episodes seen (by return), and each update draws segments ``[t1, t2)`` of stored
+episodes and raises the log-likelihood of the action taken at ``t1`` under the command the
+segment fulfilled, in hindsight: its return and its length. ``t2`` is any later step, as
+BY571 samples; the paper's trailing segments (``t2`` the episode's end, section 2.3.3) are
+``trailing_segments=True``. On CartPole they tie short horizons to the steps before a fall,
+so a command whose horizon has run down asks for a fall; with any segment UDRL learnt four
+times faster (docs/agents/udrl.md).
 
 Acting carries the command. Each episode starts from an exploratory command built from the
 ``last_few`` best stored episodes: their mean length as the horizon, and a return drawn
@@ -25,8 +28,7 @@ no update (:meth:`warmup`).
 The paper reports only the ranges it searched (appendix, LunarLander); the defaults are
 within them and follow BY571/Upside-Down-Reinforcement-Learning's CartPole settings (batches
 of 256, Adam at 1e-3, command scales 0.02, 100 updates per iteration, about 50 random warm-up
-episodes, a store of 700 episodes and the best 50 for commands). A store of 300 and the best
-25, the smallest of the paper's ranges, learnt faster on CartPole (docs/agents/udrl.md).
+episodes, a store of 700 episodes and the best 50 for commands, and segments to any later step).
 """
 
 from __future__ import annotations
@@ -91,6 +93,11 @@ class UDRLConfig:
         f"factor on the desired horizon at the network's input; {REFERENCE}.",
         low=0.0,
         batchable=True,
+    )
+    trailing_segments: bool = hyperparameter(
+        False,
+        "True: hindsight commands only to the episode's end (trailing segments, paper sec. "
+        "2.3.3); False: to any later step, as BY571 samples (docs/agents/udrl.md).",
     )
     hidden_sizes: tuple[int, ...] = hyperparameter(
         (64, 64, 64), f"embedding width, then ReLU layers; {REFERENCE}."
@@ -228,10 +235,22 @@ class UDRL(Agent):
 
     # Learning.
 
+    def hindsight(self, store: EpisodeStore, key: jax.Array) -> tuple[Any, jax.Array]:
+        """A batch of stored steps and their hindsight commands ``[batch, 2]``: the return
+        and the steps from each step to the episode's end (trailing segments), or to a step
+        drawn after it (any segment)."""
+        if self.config.trailing_segments:
+            sampled, t, length = store.sample_steps(key, self.config.batch_size)
+            horizon = length - t
+            desired = sampled["return_to_go"]
+        else:
+            sampled, end, horizon, trailing = store.sample_segments(key, self.config.batch_size)
+            desired = sampled["return_to_go"] - jnp.where(trailing, 0.0, end["return_to_go"])
+        return sampled, jnp.stack([desired, horizon.astype(jnp.float32)], axis=-1)
+
     def _loss(self, params: dict[str, Any], store: EpisodeStore, key: jax.Array):
         """Minus the log-likelihood of stored actions under their hindsight commands."""
-        sampled, t, length = store.sample_steps(key, self.config.batch_size)
-        command = jnp.stack([sampled["return_to_go"], (length - t).astype(jnp.float32)], axis=-1)
+        sampled, command = self.hindsight(store, key)
         dist = self._behaviour_at(params, sampled["obs"], command)
         log_prob = dist.log_prob(sampled["action"])
         return -log_prob.mean(), dist.entropy().mean()
