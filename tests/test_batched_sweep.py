@@ -246,3 +246,12 @@ def test_every_batchable_field_is_read_inside_the_programs(name):
         np.testing.assert_allclose(s, a, rtol=0, atol=tolerance)
         moved |= bool(np.abs(d - a).max() > tolerance)
     assert moved, "the moved values changed nothing: the check could not see a stale one"
+
+
+def test_the_memory_check_counts_every_configuration(monkeypatch):
+    # Each place holds a replay buffer of its own: 4 configurations x 4 seeds are 16.
+    monkeypatch.setattr("ajax.run.plan.available_bytes", lambda: 1)
+    monkeypatch.setattr("ajax._program_cache.load", lambda key: None)
+    agent = ajax.SAC(env_id="Pendulum-v1", buffer_size=1_000)
+    with pytest.raises(MemoryError, match=r"\(16 seeds x"):
+        agent.train(seed=[0, 1, 2, 3], n_timesteps=2_000, sweep={"tau": [0.001, 0.005, 0.01, 0.02]})
