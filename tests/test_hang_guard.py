@@ -5,8 +5,10 @@ import dataclasses
 import gc
 import re
 import threading
+import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -211,3 +213,27 @@ def test_a_segment_that_never_returns_stops_the_run(tmp_path, monkeypatch, capfd
     assert "the run hung" in capfd.readouterr().err
     rows = (tmp_path / "hung" / "metrics.csv").read_text().splitlines()
     assert [row.split(",")[0] for row in rows[1:]] == ["512", "512", "1024", "1024"]
+
+
+def _spin(seconds: float, busy: bool):
+    """A host function that takes ``seconds``, keeping a core busy or asleep."""
+
+    def host(v):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            if not busy:
+                time.sleep(0.05)
+        return v
+
+    x = jnp.zeros(())
+    return jax.jit(lambda x: jax.pure_callback(host, jax.ShapeDtypeStruct((), x.dtype), x)), x
+
+
+def test_a_busy_program_past_its_limit_is_slow_not_hung():
+    # A long segment (a run without evaluations is one) keeps the CPU busy: waited for.
+    program, x = _spin(1.5, busy=True)
+    assert call_watched(program, x, limit_s=0.5)[0]
+    # An idle one past its limit is what the deadlocks look like: declared hung.
+    program, x = _spin(1.5, busy=False)
+    assert call_watched(program, x, limit_s=0.5) == (False, None)
+    _join_helper_threads()

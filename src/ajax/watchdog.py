@@ -37,8 +37,10 @@ class Watchdog:
 
     A segment may take ``factor`` times the median of the earlier segments, and never less than
     ``floor_s`` seconds; the seeds' initialisation and the first segment have only the floor.
-    The floor is large so that a slow machine or a long segment is never mistaken for a hang:
-    raise it for segments that take minutes each.
+    Past that limit a run is declared hung only if the process was idle over it (a tenth of
+    a core or less, :data:`BUSY_SHARE`): a program that keeps the CPU busy is slow, not
+    hung, and is waited for, so a long run without evaluations, one segment, is never
+    stopped for its length.
     """
 
     factor: float = 20.0
@@ -128,9 +130,24 @@ class CallInterrupted(KeyboardInterrupt):
         self.call = call
 
 
+#: The share of one core a process must have kept busy over a wait of ``limit_s`` for its
+#: program to count as working: the deadlocks the watchdog is for leave the process asleep,
+#: while a long program (a run without evaluations is one segment) keeps a core or more busy
+#: however long it takes.
+BUSY_SHARE = 0.1
+
+
+def _cpu_s() -> float:
+    """CPU seconds this process has used, every thread's."""
+    times = os.times()
+    return times.user + times.system
+
+
 def call_watched(fn: Callable[..., Any], *args: Any, limit_s: float) -> tuple[bool, Any]:
-    """``fn(*args)`` with every array of its result computed, or ``(False, None)`` if that
-    takes more than ``limit_s`` seconds; ``(True, result)`` otherwise. An error raised by
+    """``fn(*args)`` with every array of its result computed: ``(True, result)``, or
+    ``(False, None)`` if that takes more than ``limit_s`` seconds with the process idle (it
+    used less than :data:`BUSY_SHARE` of a core meanwhile). A call still computing after
+    ``limit_s`` is waited for again, as long as it keeps the CPU busy. An error raised by
     ``fn`` or while computing its result is raised here. An interrupt is raised as it came
     if the call had not started, and as :class:`CallInterrupted` if it had, with which the
     caller may still wait for the result: an interrupt may arrive anywhere in here, even
@@ -138,7 +155,11 @@ def call_watched(fn: Callable[..., Any], *args: Any, limit_s: float) -> tuple[bo
     call = _Call(fn, args)
     try:
         call.start()
-        return call.wait(limit_s)
+        while True:
+            before = _cpu_s()
+            finished, result = call.wait(limit_s)
+            if finished or _cpu_s() - before < BUSY_SHARE * limit_s:
+                return finished, result
     except KeyboardInterrupt as interrupt:
         if call.withdraw():
             raise
