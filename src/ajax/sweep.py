@@ -23,8 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from ajax.agents.base import batchable_fields, validate_config
-
 #: What a sweep is given as: a mapping of names to lists (their product), or a list of
 #: mappings (those configurations, as given).
 Sweep = Mapping[str, Sequence[float]] | Sequence[Mapping[str, float]]
@@ -60,16 +58,14 @@ def configurations(agent: Any, sweep: Sweep) -> list[dict[str, float]]:
         for name, value in config.items():
             if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
                 raise ValueError(f"sweep values must be numbers; {name}={value!r} is not.")
-        validate_config(
-            dataclasses.replace(agent.config, **{k: float(v) for k, v in config.items()})
-        )
+        agent.check_values({k: float(v) for k, v in config.items()})
     return [{k: float(v) for k, v in c.items()} for c in configs]
 
 
 def _check_names(agent: Any, names: list[str]) -> None:
     """Refuse a name that is not a batchable hyperparameter of ``agent``, saying why."""
     fields = {f.name: f for f in dataclasses.fields(agent.config)}
-    batchable = batchable_fields(type(agent.config))
+    batchable = agent.batchable()
     for name in names:
         if name in batchable:
             continue

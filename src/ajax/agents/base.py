@@ -353,6 +353,15 @@ class Agent(abc.ABC):
     def hyperparameters(self) -> dict[str, Any]:
         return dataclasses.asdict(self.config)
 
+    @classmethod
+    def batchable(cls) -> tuple[str, ...]:
+        """The hyperparameters ``train(..., sweep=...)`` may sweep (:func:`batchable_fields`)."""
+        return batchable_fields(cls.Config)
+
+    def check_values(self, values: dict[str, Any]) -> None:
+        """Refuse, naming the field and its range, values outside their documented range."""
+        validate_config(dataclasses.replace(self.config, **values))
+
     def with_values(self, values: dict[str, Any]) -> Agent:
         """This agent built again with ``values`` for some of its batchable hyperparameters,
         which may be traced: inside a program of a sweep, each configuration's agent, so
