@@ -127,6 +127,11 @@ def plot(row: dict, path: Path) -> None:
     plt.close(fig)
 
 
+#: The commit the report runs, read once at the start: the code is imported then, whatever
+#: is committed while it runs.
+COMMIT = commit()
+
+
 def report(name: str, run: tuple, seeds: int, steps: int | None, out: str, plots: Path) -> None:
     env_id, settings, n_timesteps, every, episodes = run
     if steps is not None:
@@ -162,7 +167,7 @@ def report(name: str, run: tuple, seeds: int, steps: int | None, out: str, plots
         "diverged": result.diverged,
         "wall_s": round(wall, 1),
         "compile_s": round(result.timings["compile_s"], 1),
-        "commit": commit(),
+        "commit": COMMIT,
         "date": datetime.date.today().isoformat(),
     }
     plots.mkdir(parents=True, exist_ok=True)
