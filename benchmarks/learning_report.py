@@ -4,8 +4,8 @@ interquartile mean of the final evaluations with its 95% stratified-bootstrap in
 (Agarwal et al. 2021), and the same along the curve.
 
 Writes one JSON line per run to ``benchmarks/results/learning.jsonl`` and one PNG per run,
-the IQM curve with its band, to ``benchmarks/results/learning/``. Hours on 2 cores: run it in
-the background, one agent at a time if need be.
+the IQM curve with its band, to ``docs/agents/learning/``, where the agent pages show it.
+Hours on 2 cores: run it in the background, one agent at a time if need be.
 
     JAX_PLATFORMS=cpu python benchmarks/learning_report.py [--agents PPO SAC] [--seeds 10]
     JAX_PLATFORMS=cpu python benchmarks/learning_report.py --agents PPO DQN --seeds 3 \\
@@ -208,7 +208,7 @@ def main() -> None:
     parser.add_argument("--n-timesteps", type=int, default=None, help="steps per run, for a trial")
     parser.add_argument("--first-task-only", action="store_true", help="skip the second tasks")
     parser.add_argument("--out", default=str(HERE / "results" / "learning.jsonl"))
-    parser.add_argument("--plots", type=Path, default=HERE / "results" / "learning")
+    parser.add_argument("--plots", type=Path, default=HERE.parent / "docs" / "agents" / "learning")
     parser.add_argument(
         "--table", action="store_true", help="print the newest rows of --out as Markdown, and stop"
     )
