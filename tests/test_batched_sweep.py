@@ -253,5 +253,5 @@ def test_the_memory_check_counts_every_configuration(monkeypatch):
     monkeypatch.setattr("ajax.run.plan.available_bytes", lambda: 1)
     monkeypatch.setattr("ajax._program_cache.load", lambda key: None)
     agent = ajax.SAC(env_id="Pendulum-v1", buffer_size=1_000)
-    with pytest.raises(MemoryError, match=r"\(16 seeds x"):
+    with pytest.raises(MemoryError, match=r"\(16 runs \(configurations x seeds\) x"):
         agent.train(seed=[0, 1, 2, 3], n_timesteps=2_000, sweep={"tau": [0.001, 0.005, 0.01, 0.02]})

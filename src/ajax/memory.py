@@ -35,12 +35,15 @@ def human(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def check_fits(estimate: int, seeds: int, per_seed_detail: str, available: int | None) -> None:
-    """Refuse a run whose estimated memory exceeds what is available, saying what to lower."""
+def check_fits(
+    estimate: int, seeds: int, per_seed_detail: str, available: int | None, unit: str = "seeds"
+) -> None:
+    """Refuse a run whose estimated memory exceeds what is available, saying what to lower.
+    ``unit`` names what ``seeds`` counts (a sweep's places are configurations x seeds)."""
     if available is None or estimate <= available:
         return
     raise MemoryError(
-        f"This run needs about {human(estimate)} ({seeds} seeds x {per_seed_detail}), but only "
+        f"This run needs about {human(estimate)} ({seeds} {unit} x {per_seed_detail}), but only "
         f"{human(available)} is available. Lower what each seed stores (buffer_size for the replay "
         "agents, store_size for UDRL), run fewer seeds at once, or use a machine with more "
         "memory (docs/memory.md)."

@@ -142,7 +142,8 @@ def lower_run(
     )
     # The devices of a CPU share its memory; an accelerator holds its own share.
     held = places if jax.default_backend() == "cpu" else share
-    check_memory(with_seeds(share_shape, held), held)
+    unit = "runs (configurations x seeds)" if run_values else "seeds"
+    check_memory(with_seeds(share_shape, held), held, unit=unit)
 
     def export_segment():
         segment = jax.vmap(

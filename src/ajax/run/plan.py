@@ -97,7 +97,9 @@ def state_bytes(state_shape: Any) -> tuple[int, int]:
     return nbytes(state_shape), sum(nbytes(b) for b in buffers)
 
 
-def check_memory(state_shape: Any, n_seeds: int, available: int | None = None) -> None:
+def check_memory(
+    state_shape: Any, n_seeds: int, available: int | None = None, unit: str = "seeds"
+) -> None:
     """Refuse, before compiling, a run whose state cannot fit the device's memory.
 
     The estimate is the whole training state of every seed (parameters, optimiser states,
@@ -108,4 +110,5 @@ def check_memory(state_shape: Any, n_seeds: int, available: int | None = None) -
     detail = f"{human(total / n_seeds)} per seed"
     if buffers:
         detail += f", of which {human(buffers / n_seeds)} replay buffer"
-    check_fits(total, n_seeds, detail, available_bytes() if available is None else available)
+    available = available_bytes() if available is None else available
+    check_fits(total, n_seeds, detail, available, unit)
