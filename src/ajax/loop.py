@@ -119,7 +119,7 @@ def train(
         "checkpoint": None,
     }
     if configs is not None:
-        run_config["sweep"] = {"names": list(configs[0]), "configs": configs}
+        run_config["sweep"] = {"configs": configs}
     if checkpoint is not None:
         checkpoint_dir = checkpoint_directory(checkpoint, directory)
         run_config["checkpoint"] = {"every": checkpoint.every, "keep": checkpoint.keep}
@@ -213,7 +213,7 @@ def _run(
     seeds = run.seeds
     sweep = run_config.get("sweep")
     places = [label["seed"] for label in run.labels]
-    values = None if sweep is None else place_values(sweep["configs"], len(seeds))
+    values = None if sweep is None else place_values(sweep["configs"], run.labels)
     with interrupts() as received:
         try:
             start_s = time.perf_counter()

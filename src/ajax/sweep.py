@@ -87,11 +87,11 @@ def _check_names(agent: Any, names: list[str]) -> None:
         )
 
 
-def place_values(configs: list[dict[str, float]], n_seeds: int) -> dict[str, np.ndarray]:
-    """Each place's swept values (float32), configuration-major: place ``c * n_seeds + s``
-    is configuration ``c``, seed ``s``."""
+def place_values(configs: list[dict[str, float]], labels: list[dict[str, int]]) -> dict:
+    """Each place's swept values (float32), in the order of the places' ``labels``
+    (:func:`ajax.run.host.place_labels`, which says which configuration each place runs)."""
     return {
-        name: np.repeat(np.asarray([c[name] for c in configs], np.float32), n_seeds)
+        name: np.asarray([configs[label["config"]][name] for label in labels], np.float32)
         for name in configs[0]
     }
 
