@@ -13,6 +13,7 @@ from ajax._version import __version__
 _compile_cache.configure()
 _devices.configure()
 
+from ajax import distributed  # noqa: E402
 from ajax.agents import (  # noqa: E402
     AGENTS,
     APG,
@@ -58,6 +59,7 @@ __all__ = [
     "TrainResult",
     "Watchdog",
     "__version__",
+    "distributed",
     "evaluate",
     "load",
     "make_env",

@@ -113,7 +113,13 @@ def seed_split(n_seeds: int, n_devices: int) -> tuple[int, int]:
 
 def seed_mesh(n_seeds: int) -> tuple[Mesh | None, int]:
     """The devices a run of ``n_seeds`` seeds shards them over (a one-axis mesh named
-    ``SEED_AXIS``; None where one device runs them all), and the seeds each device runs."""
+    ``SEED_AXIS``; None where one device runs them all), and the seeds each device runs.
+
+    A run of several processes (:mod:`ajax.distributed`) uses every device of every process,
+    so that each process has a share to run: its seeds spread evenly over them all."""
+    if jax.process_count() > 1:
+        devices = jax.devices()
+        return Mesh(devices, (SEED_AXIS,)), -(-n_seeds // len(devices))
     devices = jax.local_devices()
     _warn_if_unsplit(n_seeds, len(devices))
     used, share = seed_split(n_seeds, len(devices))

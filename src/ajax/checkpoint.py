@@ -78,8 +78,16 @@ def checkpoint_directory(config: CheckpointConfig, run_directory: Path | None) -
 def _manager(directory: Path, keep: int | None = None) -> Any:
     import orbax.checkpoint as ocp
 
+    # Each process's manager is its own: in a run of several processes, process 0 alone
+    # saves (ajax.distributed), and every process may read a checkpoint to resume from.
+    own = jax.process_index()
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep, enable_async_checkpointing=True, create=keep is not None
+        max_to_keep=keep,
+        enable_async_checkpointing=True,
+        create=False,  # the Checkpointer makes the directory (Orbax will not, for one process)
+        multiprocessing_options=ocp.options.MultiprocessingOptions(
+            primary_host=own, active_processes={own}
+        ),
     )
     return ocp.CheckpointManager(directory, options=options, item_names=_ITEMS)
 

@@ -111,9 +111,40 @@ def _train_parser(agent_cls: type | None, add_help: bool = True) -> argparse.Arg
     parser.add_argument("--num-episode-test", type=int, default=10, help="episodes per evaluation")
     _add_logging_flags(parser)
     _add_reliability_flags(parser)
+    _add_process_flags(parser)
     if agent_cls is not None:
         _add_hyperparameter_flags(parser, agent_cls.Config)
     return parser
+
+
+def _add_process_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--coordinator",
+        metavar="HOST:PORT",
+        default=None,
+        help="run across processes: process 0's host and a free port, the same in every "
+        "process (see docs/sweeps.md, 'One run across hosts')",
+    )
+    parser.add_argument(
+        "--num-processes", type=int, default=1, metavar="N", help="processes in the run"
+    )
+    parser.add_argument(
+        "--process-id", type=int, default=0, metavar="I", help="this process, 0 to N-1"
+    )
+
+
+def _join_processes(args: argparse.Namespace) -> None:
+    """Joins the run of several processes the flags name, before anything runs on JAX."""
+    if args.coordinator is None:
+        if args.num_processes != 1 or args.process_id != 0:
+            raise ValueError(
+                "--num-processes and --process-id need --coordinator HOST:PORT, process 0's "
+                "host and a free port, given to every process."
+            )
+        return
+    from ajax import distributed
+
+    distributed.initialize(args.coordinator, args.num_processes, args.process_id)
 
 
 def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
@@ -338,6 +369,8 @@ def _fresh_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
     seeds = list(range(args.seed_start, args.seed_start + args.seeds))
     mesh, share = _devices.seed_mesh(len(seeds))
     split = "" if mesh is None else f", {share} on each of {mesh.size} devices"
+    if args.coordinator is not None:
+        split += f" of {args.num_processes} processes (this is process {args.process_id})"
     console.print(f"Training {agent!r} on seeds {seeds[0]}..{seeds[-1]}{split}")
 
     def run(progress: Any) -> Any:
@@ -405,6 +438,10 @@ _COLUMNS = (
 def _run_with_progress(launch: _Launch) -> Any:
     """The run's result, trained under a progress bar. Where the run fails, the bar is
     cleared, so that the error's line follows the run's first line."""
+    from ajax.distributed import is_writer
+
+    if not is_writer():  # process 0 alone shows the run's progress
+        return launch.run(None)
     bar = Progress(*_COLUMNS, console=console)
     task = bar.add_task("compiling", total=launch.total, speed="-", eval="-")
     bar.start()
@@ -483,6 +520,7 @@ def _train(argv: Sequence[str]) -> int:
     parser.set_defaults(**defaults)
     args = parser.parse_args(argv)
     try:
+        _join_processes(args)
         launch = _launch(args, agent_cls)
     except (ValueError, FileNotFoundError) as error:
         console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
@@ -494,6 +532,9 @@ def _train(argv: Sequence[str]) -> int:
         return INTERRUPTED
     except (ValueError, RunHungError, OSError, LogWriterError, MemoryError) as error:
         return _report(error)
+    if result.log_dir is None:  # a process other than 0 of a run across processes
+        console.print(f"process {args.process_id} finished; process 0 wrote the run directory")
+        return 0
     try:
         run_dir = _save(result)
     except OSError as error:

@@ -31,6 +31,7 @@ from ajax.checkpoint import (
     checkpoint_directory,
     latest_checkpoint,
 )
+from ajax.distributed import on_host, spans_processes
 from ajax.logging import LoggingConfig, run_directory
 from ajax.logging.sinks import wandb_mode
 from ajax.result import TrainResult, env_class, env_spaces, environment_for
@@ -239,6 +240,9 @@ def _run(
             run.close()
     run_s = time.perf_counter() - run_start
 
+    if spans_processes(programs.mesh):
+        # Every process's result is the whole run's, on one of its own devices.
+        state = jax.device_put(on_host(state, programs.mesh), jax.local_devices()[0])
     if programs.places > len(places):
         # Without the first seed's copies, gathered on one device: a slice of the sharded
         # state would be replicated on every device.
@@ -249,7 +253,9 @@ def _run(
         seeds=places,
         n_timesteps=run.total,
         history=run.history,
-        diverged=divergences(jax.device_get(health), run.labels, programs.metric_names, plan),
+        diverged=divergences(
+            on_host(health, programs.mesh), run.labels, programs.metric_names, plan
+        ),
         timings={"compile_s": compile_s, "run_s": run_s, "total_s": compile_s + run_s},
         log_dir=None if run.writer is None else str(run.writer.directory),
     )

@@ -11,7 +11,7 @@ import jax
 def available_bytes() -> int | None:
     """Memory the run's device can still give: the accelerator's limit, or the host's
     available memory on a CPU (None where neither can be read)."""
-    device = jax.devices()[0]
+    device = jax.local_devices()[0]
     stats = device.memory_stats() if hasattr(device, "memory_stats") else None
     if stats and "bytes_limit" in stats:
         return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))

@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 from ajax.checkpoint import Checkpoint, CheckpointConfig, Checkpointer
+from ajax.distributed import is_writer, on_host, placed
 from ajax.logging import LoggingConfig, LogWriter
 from ajax.run.lowering import seeds_only, with_places, with_seeds
 from ajax.run.plan import RunPlan
@@ -57,7 +58,11 @@ def divergences(
 class HostRun:
     """A run's host side: the summaries it has recorded, where they go (the log writer, the
     progress callback, the checkpointer), and its calls of the compiled programs under the
-    watchdog."""
+    watchdog.
+
+    In a run of several processes (:mod:`ajax.distributed`) every process keeps the whole
+    history, gathered from every device after each segment, and only process 0 writes: its
+    logs, its checkpoints (gathered in every process, since gathering is collective)."""
 
     def __init__(
         self,
@@ -82,8 +87,13 @@ class HostRun:
                 for t, summary in start.meta["history"]
             ]
         self.segments_done = self.saved = 0 if start is None else start.step
+        #: The devices the places are split over, once the run is lowered (:meth:`initial`).
+        self.mesh = None
+        self.checkpoint_every = None
         self.checkpointer = None
         if run_config["checkpoint"] is not None:
+            self.checkpoint_every = run_config["checkpoint"]["every"]
+        if run_config["checkpoint"] is not None and is_writer():
             checkpoint = run_config["checkpoint"]
             self.checkpointer = Checkpointer(
                 Path(checkpoint["dir"]),
@@ -91,7 +101,7 @@ class HostRun:
                 fresh=start is None,
             )
         self.writer = None
-        if run_config["logging"] is not None:
+        if run_config["logging"] is not None and is_writer():
             # Before compiling: a log directory that cannot be written fails the run at once.
             # A resumed run's logs are rewritten from the checkpoint's summaries.
             try:
@@ -114,7 +124,7 @@ class HostRun:
 
     def record(self, timestep: int, outputs: Any) -> None:
         """Keep a finished segment's summary, hand its rows to the writer, report progress."""
-        summary = summaries(seeds_only(jax.device_get(outputs), len(self.labels)))
+        summary = summaries(seeds_only(on_host(outputs, self.mesh), len(self.labels)))
         self.history.append((timestep, summary))
         if self.writer is not None:
             self.writer.write(self._rows(timestep, summary))
@@ -131,17 +141,16 @@ class HostRun:
         ``state`` (the state and health) where a checkpoint is due."""
         self.record(timestep, outputs)
         self.segments_done = index + 1
-        if self.checkpointer is not None and self.segments_done % self.checkpointer.every == 0:
+        if self.checkpoint_every and self.segments_done % self.checkpoint_every == 0:
             self.save(state)
 
     def save(self, state: Any) -> None:
         """Checkpoint ``state`` after the segments done."""
-        history = [[t, {k: v.tolist() for k, v in s.items()}] for t, s in self.history]
-        self.checkpointer.save(
-            self.segments_done,
-            seeds_only(jax.device_get(state), len(self.seeds)),
-            {"run_config": self.config, "history": history},
-        )
+        state = seeds_only(on_host(state, self.mesh), len(self.seeds))
+        if self.checkpointer is not None:
+            history = [[t, {k: v.tolist() for k, v in s.items()}] for t, s in self.history]
+            meta = {"run_config": self.config, "history": history}
+            self.checkpointer.save(self.segments_done, state, meta)
         self.saved = self.segments_done
 
     def watched(self, program: Callable, args: tuple, what: str, durations: list[float]) -> Any:
@@ -172,21 +181,24 @@ class HostRun:
         return result
 
     def initial(self, init: Any, programs: Any, start: Checkpoint | None) -> tuple[Any, Any]:
-        """The state and health the segments start from: the init's, or the checkpoint's."""
+        """The state and health the segments start from, on the devices of ``programs``:
+        the init's, or the checkpoint's."""
+        self.mesh = programs.mesh
         if start is None:
             what = "the seeds' initialisation"
+            inputs = placed((programs.seeds, programs.values), self.mesh)
             try:
-                state = self.watched(init, (programs.seeds, programs.values), what, [])
+                state = self.watched(init, inputs, what, [])
             except CallInterrupted as interrupt:
                 self.finish(interrupt, what, [])
                 raise
-            return state, programs.health
+            return state, placed(programs.health, self.mesh)
         template = (
             with_seeds(programs.init.out_info, len(self.seeds)),
             seeds_only(programs.health, len(self.seeds)),
         )
-        state, health = with_places(start.state(template), programs.places)
-        return jax.device_put((state, health))
+        state = with_places(start.state(template), programs.places)
+        return jax.device_put(placed(state, self.mesh))
 
     def segments(
         self, segment: Any, programs: Any, state: Any, health: Any, received: list[str]
@@ -196,11 +208,12 @@ class HostRun:
         on up."""
         lengths, per_iteration = self.plan.segment_lengths, self.plan.steps_per_iteration
         durations: list[float] = []
+        seeds, values = placed((programs.seeds, programs.values), self.mesh)
         for index in range(self.segments_done, len(lengths)):
             done = sum(lengths[:index])
             first, last = done * per_iteration, (done + lengths[index]) * per_iteration
             what = f"segment {index + 1} of {len(lengths)} (timesteps {first} to {last})"
-            args = (state, health, programs.seeds, programs.values)
+            args = (state, health, seeds, values)
             args += (np.int32(done), np.int32(lengths[index]))
             try:
                 state, health, outputs = self.watched(segment, args, what, durations)
@@ -208,7 +221,7 @@ class HostRun:
                 state, health, outputs = self.finish(interrupt, what, durations)
                 self.record(last, outputs)
                 self.segments_done = index + 1
-                if self.checkpointer is not None:
+                if self.checkpoint_every:
                     self.save((state, health))
                 raise
             # One segment in flight at a time: its few scalars are fetched before the next is

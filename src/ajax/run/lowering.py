@@ -17,6 +17,7 @@ from jax.sharding import PartitionSpec as P
 from ajax import _program_cache
 from ajax._devices import seed_mesh
 from ajax._xla import compiler_options, unrolled_threefry, weight_gradients_for
+from ajax.distributed import local_places
 from ajax.envs.core import SEED_AXIS
 from ajax.run.health import initial_health, watched_metrics
 from ajax.run.plan import RunPlan, check_memory, seed_array
@@ -43,6 +44,8 @@ class RunPrograms:
     #: ``segment(state, health, seeds, values, first, n_iterations) -> (state, health,
     #: outputs)``: iterations ``first`` to ``first + n_iterations``, any number of them.
     segment: jax.stages.Lowered
+    #: The devices the places are split over (None: one device runs them all).
+    mesh: Mesh | None
     #: ``init`` compiled (with the options of a program that runs once) on another thread,
     #: when :func:`lower_run` was asked to; else None.
     init_compiled: Future | None = None
@@ -141,7 +144,7 @@ def lower_run(
         jax.eval_shape(init_fn, run_seeds[:share], share_values) if init is None else init.out_shape
     )
     # The devices of a CPU share its memory; an accelerator holds its own share.
-    held = places if jax.default_backend() == "cpu" else share
+    held = local_places(mesh, share) if jax.default_backend() == "cpu" else share
     unit = "runs (configurations x seeds)" if run_values else "seeds"
     check_memory(with_seeds(share_shape, held), held, unit=unit)
 
@@ -159,7 +162,10 @@ def lower_run(
     health = initial_health(places)
     segment = _program_cache.cached(key, export_segment)
     state_shape = with_seeds(share_shape, places, mesh)
-    segment_args = (state_shape, health, run_seeds, run_values, np.int32(0), np.int32(0))
+    # Shapes, not the host's values: across processes, JAX takes no host array as a split
+    # program's argument (ajax.distributed.placed makes them device arrays when called).
+    inputs = with_seeds((health, run_seeds, run_values), places, mesh)
+    segment_args = (state_shape, *inputs, np.int32(0), np.int32(0))
     segment_lowered = on_devices(segment, mesh, seeded=4, whole=2, donate_argnums=0).lower(
         *segment_args
     )
@@ -171,7 +177,7 @@ def lower_run(
         if program is None:
             program = _program_cache.export(init_fn, run_seeds[:share], share_values)
             _program_cache.store(init_key, program)
-        return on_devices(program, mesh, seeded=2).lower(run_seeds, run_values)
+        return on_devices(program, mesh, seeded=2).lower(*inputs[1:])
 
     init_lowering, init_compiled = lowered_init(
         lower_init, compiler_options(agent, runs_once=True), compile_init
@@ -183,6 +189,7 @@ def lower_run(
         watched_metrics(segment.out_shape[2]["sums"]),
         init_lowering,
         segment_lowered,
+        mesh,
         init_compiled,
     )
 

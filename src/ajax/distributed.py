@@ -1,0 +1,98 @@
+"""One run across several processes, on one host or many: JAX's multi-controller runtime.
+
+Every process runs the same script with the same run (agent, seeds, budget) and calls
+:func:`initialize` first, before any JAX operation. The run's seeds are then split over the
+devices of every process (:func:`ajax._devices.seed_mesh`), each device running its share
+with nothing exchanged but the few summaries each segment reports, which every process
+gathers. Process 0 alone writes the run directory, its logs and its checkpoints; every
+process returns the whole result. A CPU's collectives go through gloo, the CPU
+implementation jaxlib ships.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from ajax.envs.core import SEED_AXIS
+
+__all__ = ["initialize", "is_writer"]
+
+
+def initialize(
+    coordinator_address: str,
+    num_processes: int,
+    process_id: int,
+    local_device_ids: list[int] | None = None,
+) -> None:
+    """Join a run of ``num_processes`` processes as process ``process_id``, whose
+    coordinator (process 0's host) listens at ``coordinator_address`` (``HOST:PORT``).
+    Call it in every process, after ``import ajax`` and before any JAX operation: JAX fixes
+    its devices at its first operation. ``local_device_ids`` limits this process to some of
+    its host's accelerators (as :func:`jax.distributed.initialize`)."""
+    host, _, port = str(coordinator_address).rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(
+            f"The coordinator address {coordinator_address!r} is not HOST:PORT: give process "
+            "0's host name or address and a free port, e.g. 10.0.0.1:7777."
+        )
+    for name, value in (("num_processes", num_processes), ("process_id", process_id)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name} must be an integer, got {value!r}.")
+    if num_processes < 1 or not 0 <= process_id < num_processes:
+        raise ValueError(
+            f"process_id={process_id} is not one of the run's {num_processes} processes: "
+            f"number them 0 to {num_processes - 1}, with the coordinator's host as 0."
+        )
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address,
+        num_processes=num_processes,
+        process_id=process_id,
+        local_device_ids=local_device_ids,
+    )
+
+
+def is_writer() -> bool:
+    """Whether this process writes the run's files: process 0, or the only process."""
+    return jax.process_index() == 0
+
+
+def spans_processes(mesh: Mesh | None) -> bool:
+    """Whether a run on ``mesh`` has devices in other processes than this one."""
+    return mesh is not None and jax.process_count() > 1
+
+
+def local_places(mesh: Mesh | None, share: int) -> int:
+    """The places of a run on ``mesh``, ``share`` on each device, that this process's devices
+    hold."""
+    if mesh is None:
+        return share
+    return share * sum(d.process_index == jax.process_index() for d in mesh.devices.flat)
+
+
+def placed(tree: Any, mesh: Mesh | None) -> Any:
+    """``tree``, the same whole-run host values in every process (leaves with the run's
+    places first), as device arrays split over ``mesh`` along the places. Across processes,
+    each device takes its rows of them (``jax.make_array_from_callback``): every process holds
+    the whole of these small inputs, so none needs to know which rows are whose. In one
+    process they stay on the host, where a program split over devices slices them as it is
+    called (a device array would be sliced by a program compiled for the purpose)."""
+    if not spans_processes(mesh):
+        return tree
+    sharding = NamedSharding(mesh, P(SEED_AXIS))
+    return jax.tree.map(
+        lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), tree
+    )
+
+
+def on_host(tree: Any, mesh: Mesh | None) -> Any:
+    """``tree``'s arrays, split over ``mesh``'s devices, whole on the host of every process:
+    across processes a collective, which every process must call at the same point."""
+    if not spans_processes(mesh):
+        return jax.device_get(tree)
+    return multihost_utils.process_allgather(tree, tiled=True)
