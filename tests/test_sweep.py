@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 import ajax
 from ajax import PPO
 from ajax.cli import main
-from ajax.studies import StudySpec, check_spec, read_space, storage
+from ajax.studies import StudySpec, check_spec, grids, read_space, storage
 
 ROOT = Path(__file__).resolve().parents[1]
 #: A trial of two PPO iterations on CartPole: two seeds, evaluated after each iteration.
@@ -86,23 +86,45 @@ def test_a_study_whose_trials_cannot_build_is_refused_before_compiling(tmp_path)
     assert not (tmp_path / "PPO_CartPole-v1").exists()
 
 
+def test_trials_differing_only_in_batchable_values_share_a_grid():
+    batchable = PPO.batchable()
+    asked = [
+        {"learning_rate": 1e-3, "n_epochs": 4},
+        {"learning_rate": 3e-4, "n_epochs": 2},
+        {"learning_rate": 1e-4, "n_epochs": 4},
+        {"learning_rate": 2e-4, "hidden_sizes": (64,)},
+    ]
+    assert "learning_rate" in batchable and "n_epochs" not in batchable
+    assert grids(asked, batchable) == [[0, 2], [1], [3]]
+
+
 @pytest.mark.slow
 def test_a_six_trial_study_on_sqlite(tmp_path, capsys):
     url, name = f"sqlite:///{tmp_path / 'sweep.db'}", "ppo_cp"
     argv = [*TRIAL, "--space", write_space(tmp_path), "--storage", url, "--study", name]
     assert main(["sweep", "PPO", *argv, "--n-trials", "6", "--log-dir", str(tmp_path)]) == 0
+    # Both hyperparameters are batchable: the worker asks 4 trials, trains them as one grid,
+    # then the last 2 as another.
+    out = " ".join(capsys.readouterr().out.split())  # unwrapped
+    assert out.count("for a grid of 4") == 4 and out.count("for a grid of 2") == 2, out
     done = trials(url, name)
     assert [t.state for t in done] == [TrialState.COMPLETE] * 6
+    # The grids' own directories are split into the trials' and removed.
+    assert sorted(p.name for p in (tmp_path / name).iterdir()) == [
+        f"trial_{n:04d}" for n in range(6)
+    ]
     for t in done:
-        # Each trial's directory holds its config, metrics and result; its value is the
-        # mean of its two seeds' final evaluations (the IQM from five seeds).
+        # Each trial's directory holds its config, metrics and result, as a run of its own;
+        # its value is the mean of its two seeds' final evaluations (the IQM from five).
         run_dir = Path(t.user_attrs["run_dir"])
         assert run_dir == (tmp_path / name / f"trial_{t.number:04d}").absolute()
         config = json.loads((run_dir / "config.json").read_text())
+        assert "sweep" not in config and config["log_dir"] == str(run_dir)
         assert config["hyperparameters"]["learning_rate"] == pytest.approx(
             t.params["learning_rate"]
         )
-        assert (run_dir / "metrics.csv").exists()
+        header, *rows = (run_dir / "metrics.csv").read_text().splitlines()
+        assert "config" not in header.split(",") and len(rows) == 2 * 2  # 2 seeds x 2 evals
         result = ajax.load(run_dir)
         assert result.agent.config.ent_coef == pytest.approx(t.params["ent_coef"])
         final = np.asarray(result.evaluations["episode_return"])[:, -1]
@@ -153,17 +175,19 @@ def worker(argv: list[str], log_dir: Path) -> subprocess.Popen:
 @pytest.mark.slow
 def test_two_workers_share_one_postgresql_study(tmp_path, postgres_url):
     name = f"shared_{os.getpid()}_{time.time_ns()}"
-    argv = [*TRIAL, "--space", write_space(tmp_path), "--storage", postgres_url]
-    argv += ["--study", name, "--n-trials", "4"]
+    # Grids of two trials, each long enough (seconds) that one worker cannot run the whole
+    # study while the other starts.
+    argv = [*TRIAL, "--n-timesteps", "8192", "--space", write_space(tmp_path)]
+    argv += ["--storage", postgres_url, "--study", name, "--n-trials", "6", "--batch", "2"]
     workers = [worker(argv, tmp_path / f"w{i}") for i in range(2)]
     outputs = [w.communicate(timeout=600)[0] for w in workers]
     assert [w.returncode for w in workers] == [0, 0], outputs
     done = trials(postgres_url, name)
     # Every trial recorded once: numbers distinct, all complete, and those the two workers
-    # ran are the study's, none lost. A worker may start one past the total while the other's
-    # last is running.
+    # ran are the study's, none lost. Workers that count the study together may each ask a
+    # batch of the trials left.
     numbers = sorted(t.number for t in done)
-    assert numbers == list(range(len(numbers))) and 4 <= len(numbers) <= 5
+    assert numbers == list(range(len(numbers))) and 6 <= len(numbers) <= 8
     assert all(t.state == TrialState.COMPLETE for t in done)
     ran = sorted(
         int(line.split()[1].rstrip(":"))

@@ -712,6 +712,13 @@ def _sweep_parser(agent_cls: type | None, add_help: bool = True) -> argparse.Arg
     parser.add_argument("--study", default=None, help="the study's name (default: AGENT_ENV)")
     parser.add_argument("--log-dir", default="runs", help="trials' run directories go in DIR/STUDY")
     parser.add_argument(
+        "--batch",
+        type=int,
+        default=4,
+        help="trials asked at a time; those differing only in batchable hyperparameters train "
+        "as one grid, compiled once (1: one trial at a time)",
+    )
+    parser.add_argument(
         "--heartbeat-s",
         type=int,
         default=HEARTBEAT_S,
@@ -735,7 +742,7 @@ def _study_spec(args: argparse.Namespace, agent_cls: type, fixed: dict[str, Any]
 
     if args.env is None or args.space is None:
         raise ValueError("--env and --space are required, e.g. --env CartPole-v1 --space s.yaml.")
-    for flag in ("n_trials", "seeds", "n_timesteps", "heartbeat_s"):
+    for flag in ("n_trials", "seeds", "n_timesteps", "heartbeat_s", "batch"):
         if getattr(args, flag) <= 0:
             raise ValueError(f"--{flag.replace('_', '-')} must be positive.")
     return StudySpec(
@@ -803,6 +810,7 @@ def _sweep(argv: Sequence[str]) -> int:
             args.n_trials,
             args.log_dir,
             args.heartbeat_s,
+            args.batch,
             report=lambda line: console.print(escape(line), highlight=False),
         )
     except KeyboardInterrupt:

@@ -291,8 +291,8 @@ def open_study(url: str, name: str, spec: StudySpec | None, heartbeat_s: int = H
 
 
 @contextlib.contextmanager
-def heartbeat(study: Any, trial: Any) -> Iterator[None]:
-    """Record ``trial``'s heartbeat in the study's storage while the block runs, from a
+def heartbeat(study: Any, trials: list[Any]) -> Iterator[None]:
+    """Record the ``trials``' heartbeats in the study's storage while the block runs, from a
     thread of its own. Optuna keeps one only inside ``Study.optimize``; ask-and-tell, which a
     worker uses to run each trial in its own run directory and report failures, has none."""
     db = study._storage
@@ -301,7 +301,8 @@ def heartbeat(study: Any, trial: Any) -> Iterator[None]:
 
     def beat() -> None:
         while True:
-            db.record_heartbeat(trial._trial_id)
+            for trial in trials:
+                db.record_heartbeat(trial._trial_id)
             if stop.wait(interval):
                 return
 
@@ -322,6 +323,71 @@ def _counted(study: Any) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)))
 
 
+def grids(params: list[dict[str, Any]], batchable: tuple[str, ...]) -> list[list[int]]:
+    """The indices of ``params`` (trials' hyperparameters) grouped into grids: trials whose
+    values differ only in ``batchable`` fields, which one sweep program runs
+    (:mod:`ajax.sweep`), in the order they were asked."""
+    groups: dict[str, list[int]] = {}
+    for i, p in enumerate(params):
+        rest = {k: v for k, v in p.items() if k not in batchable}
+        groups.setdefault(json.dumps(rest, sort_keys=True, default=list), []).append(i)
+    return list(groups.values())
+
+
+def train_trials(
+    spec: StudySpec, params: list[dict[str, Any]], directories: list[Path]
+) -> list[Any]:
+    """Train trials that differ only in batchable values, each into its run directory (its
+    config, metrics and saved result), and return each one's result, or the error that
+    failed it: several as one grid, whose run is then split into the trials' directories as
+    if each had run alone (:meth:`ajax.sweep.SweepResult.save_apart`). A grid that memory or
+    a range refuses runs its trials one by one, each failing or not on its own."""
+    from ajax import LoggingConfig, RunHungError
+
+    def train(trial_params: dict[str, Any], run_name: str, **sweep: Any) -> Any:
+        return spec.build(trial_params).train(
+            seed=list(range(spec.seeds)),
+            n_timesteps=spec.n_timesteps,
+            num_episode_test=spec.num_episode_test,
+            logging_config=LoggingConfig(
+                spec.evaluation_every, log_dir=directories[0].parent, run_name=run_name
+            ),
+            **sweep,
+        )
+
+    if len(params) > 1:
+        swept = [k for k in params[0] if k in spec.agent_cls().batchable()]
+        configs = [{k: p[k] for k in swept} for p in params]
+        try:
+            grid = train(params[0], f"grid_{directories[0].name}", sweep=configs)
+        except (ValueError, MemoryError):
+            return [
+                train_trials(spec, [p], [d])[0] for p, d in zip(params, directories, strict=True)
+            ]
+        except RunHungError as error:
+            return [error] * len(params)
+        return grid.save_apart(directories)
+    try:
+        result = train(params[0], directories[0].name)
+    except (ValueError, RunHungError, MemoryError) as error:
+        return [error]
+    result.save(Path(result.log_dir) / "result")
+    return [result]
+
+
+def _outcome(result: Any | BaseException) -> tuple[float | None, str | None]:
+    """A trial's value, or why it failed: its run's error, or a seed that diverged."""
+    if isinstance(result, BaseException):
+        return None, str(result)
+    if result.diverged:
+        first = result.diverged[0]
+        return None, (
+            f"seed {first['seed']} diverged at step {first['timestep']:,} "
+            f"({first['metric']} was not finite)"
+        )
+    return objective(result), None
+
+
 def run_worker(
     spec: StudySpec,
     url: str,
@@ -329,72 +395,68 @@ def run_worker(
     n_trials: int,
     log_dir: str | Path = "runs",
     heartbeat_s: int = HEARTBEAT_S,
+    batch: int = 4,
     report: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
     """Run trials of the study until it holds ``n_trials`` complete or running ones (so
-    workers sharing it stop together; each may run one more than its share while another's
+    workers sharing it stop together; each may run a batch past its share while another's
     is starting). Returns this worker's trials: number, parameters, value or error, run
-    directory. A trial that fails (a refused combination, a divergence, a hung run) is
-    recorded as failed with its error and the worker goes on; an interrupt fails the running
-    trial and stops the worker."""
-    from ajax import LoggingConfig, RunHungError
+    directory.
 
+    The worker asks ``batch`` trials at a time (the sampler's constant liar spreads them
+    apart) and trains those that differ only in batchable values as one grid
+    (:func:`train_trials`), which compiles once for them all. A trial that fails (a refused
+    combination, a divergence, a hung run) is recorded as failed with its error and the
+    worker goes on; an interrupt fails the running trials and stops the worker."""
     optuna = _optuna()
     check_spec(spec)
     study = open_study(url, name, spec, heartbeat_s)
     space = distributions(spec.space)
     root = Path(log_dir) / name
+    batchable = spec.agent_cls().batchable()
     done: list[dict[str, Any]] = []
-    while _counted(study) < n_trials:
+    while (left := n_trials - _counted(study)) > 0:
         with warnings.catch_warnings():
             # Optuna warns that its heartbeat runs under optimize() alone: this loop keeps
             # its own (:func:`heartbeat`).
             warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
-            trial = study.ask(space)
-        params = decoded(trial.params, spec.space)
-        record: dict[str, Any] = {"number": trial.number, "params": params}
-        started = time.perf_counter()
-        with heartbeat(study, trial):
-            try:
-                result = spec.build(params).train(
-                    seed=list(range(spec.seeds)),
-                    n_timesteps=spec.n_timesteps,
-                    num_episode_test=spec.num_episode_test,
-                    logging_config=LoggingConfig(
-                        spec.evaluation_every, log_dir=root, run_name=f"trial_{trial.number:04d}"
-                    ),
-                )
-                run_dir = Path(result.log_dir)
-                result.save(run_dir / "result")
-                value = objective(result)
-                if result.diverged:
-                    first = result.diverged[0]
-                    raise ValueError(
-                        f"seed {first['seed']} diverged at step {first['timestep']:,} "
-                        f"({first['metric']} was not finite)"
-                    )
-            except (ValueError, RunHungError, MemoryError) as error:
-                record["error"] = str(error)
-                trial.set_user_attr("error", str(error))
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            except BaseException as error:
-                trial.set_user_attr("error", f"interrupted: {type(error).__name__}")
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                raise
-            else:
-                record |= {"value": value, "run_dir": str(run_dir)}
-                trial.set_user_attr("run_dir", str(run_dir.absolute()))
-                study.tell(trial, value)
-        record["seconds"] = time.perf_counter() - started
-        done.append(record)
-        report(_trial_line(record))
+            asked = [study.ask(space) for _ in range(min(batch, left))]
+        params = [decoded(t.params, spec.space) for t in asked]
+        for group in grids(params, batchable):
+            trials = [asked[i] for i in group]
+            directories = [root / f"trial_{t.number:04d}" for t in trials]
+            started = time.perf_counter()
+            with heartbeat(study, trials):
+                try:
+                    results = train_trials(spec, [params[i] for i in group], directories)
+                except BaseException as error:
+                    for trial in trials:
+                        trial.set_user_attr("error", f"interrupted: {type(error).__name__}")
+                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    raise
+            seconds = time.perf_counter() - started
+            for trial, result, directory in zip(trials, results, directories, strict=True):
+                value, error = _outcome(result)
+                record = {"number": trial.number, "params": params[asked.index(trial)]}
+                record["seconds"] = seconds
+                if error is not None:
+                    record["error"] = error
+                    trial.set_user_attr("error", error)
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                else:
+                    record |= {"value": value, "run_dir": str(directory)}
+                    trial.set_user_attr("run_dir", str(directory.absolute()))
+                    study.tell(trial, value)
+                done.append(record)
+                report(_trial_line(record, len(trials)))
     return done
 
 
-def _trial_line(record: dict[str, Any]) -> str:
+def _trial_line(record: dict[str, Any], grid: int) -> str:
     params = ", ".join(f"{k}={_short(v)}" for k, v in record["params"].items())
     outcome = f"failed: {record['error']}" if "error" in record else f"{record['value']:.2f}"
-    return f"trial {record['number']}: {params} -> {outcome} ({record['seconds']:.1f} s)"
+    took = f"{record['seconds']:.1f} s" + (f" for a grid of {grid}" if grid > 1 else "")
+    return f"trial {record['number']}: {params} -> {outcome} ({took})"
 
 
 def _short(value: Any) -> str:

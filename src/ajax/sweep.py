@@ -18,10 +18,15 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import itertools
+import json
+import shutil
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ajax.serialization import as_json
 
 #: What a sweep is given as: a mapping of names to lists (their product), or a list of
 #: mappings (those configurations, as given).
@@ -167,6 +172,49 @@ class SweepResult:
     def result(self, c: int) -> Any:
         """Configuration ``c``'s run, as an ordinary :class:`ajax.TrainResult`."""
         return self.results[c]
+
+    def save_apart(self, directories: Sequence[str | Path]) -> list[Any]:
+        """Each configuration as a run directory of its own, one of ``directories`` each, as
+        if it had run alone: its ``config.json`` (which ``ajax train --config`` repeats), its
+        rows of the sweep's metrics, without the ``config`` column, and its saved result.
+        The sweep's own directory is removed once they are written; its TensorBoard files and
+        W&B run, if any, are not split. Returns the configurations' results, each pointing at its
+        directory."""
+        from ajax.logging import LoggingConfig, LogWriter
+
+        if self.log_dir is None or len(directories) != len(self.configs):
+            raise ValueError(
+                "save_apart needs a sweep run with a logging config, and one directory per "
+                f"configuration ({len(self.configs)})."
+            )
+        source = Path(self.log_dir)
+        run_config = json.loads((source / "config.json").read_text())
+        if not run_config["logging"]["jsonl"]:
+            raise ValueError("save_apart reads the sweep's metrics.jsonl: log with jsonl=True.")
+        rows = [json.loads(line) for line in (source / "metrics.jsonl").read_text().splitlines()]
+        runs = []
+        for c, directory in enumerate(map(Path, directories)):
+            result = dataclasses.replace(self.results[c], log_dir=str(directory))
+            logging = run_config["logging"] | {
+                "run_name": directory.name,
+                "tensorboard": False,
+                "wandb": False,
+            }
+            config = {k: v for k, v in run_config.items() if k != "sweep"} | {
+                "hyperparameters": result.agent.hyperparameters(),
+                "logging": logging,
+                "log_dir": str(directory.absolute()),
+            }
+            own = [
+                {k: float("nan") if v is None else v for k, v in row.items() if k != "config"}
+                for row in rows
+                if row["config"] == c
+            ]
+            LogWriter(LoggingConfig(**logging), directory, as_json(config), own).close()
+            result.save(directory / "result")
+            runs.append(result)
+        shutil.rmtree(source)
+        return runs
 
     @property
     def evaluations(self) -> dict[str, np.ndarray]:
