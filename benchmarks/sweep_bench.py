@@ -4,6 +4,7 @@ and wall time. Writes one JSON line per side to ``benchmarks/results/sweep.jsonl
 
     JAX_PLATFORMS=cpu python benchmarks/sweep_bench.py            # PPO, 16 configurations
     JAX_PLATFORMS=cpu python benchmarks/sweep_bench.py --agent SAC
+    JAX_PLATFORMS=cpu python benchmarks/sweep_bench.py --study    # ajax sweep, --batch 4 vs 1
 
 PPO: 16 configurations (4 learning rates x 4 entropy coefficients) x 4 seeds on CartPole-v1,
 100k steps each. SAC: 4 configurations (learning rates) x 4 seeds on Pendulum-v1, 3,000
@@ -11,6 +12,10 @@ steps (2,000 updates of its 256-unit networks: SAC's execution, not its compile,
 on a CPU), learning from step 1,000, its default buffer of 10^6 per place (the memory check
 counts every configuration's). Goal (issue 45): the batched grid in at most a third of the separate
 runs' wall time.
+
+``--study``: an ``ajax sweep`` of 8 PPO CartPole trials (4 seeds, 100k steps, learning rate
+and entropy weight searched), each worker a fresh process on a fresh SQLite study with the
+caches off, asking 4 trials at a time (trained as grids) against one at a time.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -82,15 +88,49 @@ def side(agent: str, batched: bool) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+STUDY_SPACE = {
+    "learning_rate": {"low": 1e-4, "high": 3e-3, "log": True},
+    "ent_coef": {"low": 0.0, "high": 0.02},
+}
+
+
+def study(batch: int, directory: Path) -> float:
+    """Wall seconds of one ``ajax sweep`` worker running 8 trials, asking ``batch`` at once."""
+    space = directory / "space.json"
+    space.write_text(json.dumps(STUDY_SPACE))
+    argv = ["sweep", "PPO", "--env", "CartPole-v1", "--space", str(space), "--n-trials", "8"]
+    argv += ["--seeds", "4", "--n-timesteps", "100000", "--batch", str(batch)]
+    argv += ["--storage", f"sqlite:///{directory / 'study.db'}", "--study", f"batch{batch}"]
+    argv += ["--log-dir", str(directory / "runs")]
+    env = os.environ | {"JAX_PLATFORMS": "cpu", "AJAX_NO_COMPILE_CACHE": "1"}
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "ajax.cli", *argv], capture_output=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(out.stdout.decode()[-3000:])
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agent", choices=sorted(GRIDS), default="PPO")
+    parser.add_argument("--study", action="store_true", help="time ajax sweep's batching")
     parser.add_argument("--out", default=str(HERE / "results" / "sweep.jsonl"))
     args = parser.parse_args()
     env_id, _, grid, steps = GRIDS[args.agent]
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
+    if args.study:
+        walls = {}
+        for batch in (4, 1):
+            with tempfile.TemporaryDirectory() as directory:
+                walls[batch] = study(batch, Path(directory))
+            row = {"agent": "PPO", "env": "CartPole-v1", "side": f"ajax sweep --batch {batch}"}
+            row |= {"trials": 8, "seeds": 4, "n_timesteps": 100_000}
+            row |= {"wall_s": round(walls[batch], 2), "commit": commit}
+            emit(row | {"date": datetime.date.today().isoformat()}, args.out)
+        print(f"--batch 4 / --batch 1 wall time: {walls[4] / walls[1]:.3f}")
+        return
     rows = {}
     for batched in (True, False):
         started = time.perf_counter()
