@@ -202,12 +202,15 @@ def test_two_workers_share_one_postgresql_study(tmp_path, postgres_url):
 
 
 @pytest.mark.slow
-def test_a_killed_worker_leaves_its_trial_failed_and_the_study_usable(tmp_path):
+def test_a_killed_worker_leaves_its_trials_failed_and_the_study_usable(tmp_path):
     url, name = f"sqlite:///{tmp_path / 'sweep.db'}", "killed"
-    space = write_space(tmp_path)
+    # Two trials asked at once, which differ in n_epochs (not batchable) unless drawn alike:
+    # one trains while the other waits, and the kill must fail both.
+    space = write_space(tmp_path, SPACE | {"n_epochs": {"low": 1, "high": 8}})
     # Trials long enough (seconds of compiling, then of running) to be killed inside one.
     argv = ["--env", "CartPole-v1", "--seeds", "2", "--n-timesteps", "500000"]
-    argv += ["--space", space, "--storage", url, "--study", name, "--n-trials", "1"]
+    argv += ["--space", space, "--storage", url, "--study", name, "--n-trials", "2"]
+    argv += ["--batch", "2"]
     killed = worker([*argv, "--heartbeat-s", "1"], tmp_path)
     deadline, running = time.monotonic() + 300, []
     while not running and time.monotonic() < deadline:
@@ -220,11 +223,11 @@ def test_a_killed_worker_leaves_its_trial_failed_and_the_study_usable(tmp_path):
     time.sleep(2)  # heartbeats recorded
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    assert [t.state for t in trials(url, name)] == [TrialState.RUNNING]
-    # Once the heartbeat is older than its grace (twice 1 s), the next look fails it.
+    assert [t.state for t in trials(url, name)] == [TrialState.RUNNING] * 2
+    # Once the heartbeats are older than their grace (twice 1 s), the next look fails both.
     time.sleep(3)
     optuna.storages.fail_stale_trials(optuna.load_study(study_name=name, storage=storage(url, 1)))
-    assert [t.state for t in trials(url, name)] == [TrialState.FAIL]
-    # The study goes on: a new worker on it replaces the failed trial.
+    assert [t.state for t in trials(url, name)] == [TrialState.FAIL] * 2
+    # The study goes on: a new worker on it replaces the failed trials.
     assert main(["sweep", "PPO", *argv, "--log-dir", str(tmp_path)]) == 0
-    assert [t.state for t in trials(url, name)] == [TrialState.FAIL, TrialState.COMPLETE]
+    assert [t.state for t in trials(url, name)] == [TrialState.FAIL] * 2 + [TrialState.COMPLETE] * 2

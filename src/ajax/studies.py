@@ -292,16 +292,17 @@ def open_study(url: str, name: str, spec: StudySpec | None, heartbeat_s: int = H
 
 @contextlib.contextmanager
 def heartbeat(study: Any, trials: list[Any]) -> Iterator[None]:
-    """Record the ``trials``' heartbeats in the study's storage while the block runs, from a
-    thread of its own. Optuna keeps one only inside ``Study.optimize``; ask-and-tell, which a
-    worker uses to run each trial in its own run directory and report failures, has none."""
+    """Record the heartbeats of the ``trials`` still in the list in the study's storage
+    while the block runs, from a thread of its own. Optuna keeps one only inside
+    ``Study.optimize``; ask-and-tell, which a worker uses to run each trial in its own run
+    directory and report failures, has none."""
     db = study._storage
     interval = db.get_heartbeat_interval()
     stop = threading.Event()
 
     def beat() -> None:
         while True:
-            for trial in trials:
+            for trial in list(trials):  # the caller removes those it has told
                 db.record_heartbeat(trial._trial_id)
             if stop.wait(interval):
                 return
@@ -422,34 +423,46 @@ def run_worker(
             warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
             asked = [study.ask(space) for _ in range(min(batch, left))]
         params = [decoded(t.params, spec.space) for t in asked]
-        for group in grids(params, batchable):
-            trials = [asked[i] for i in group]
-            directories = [root / f"trial_{t.number:04d}" for t in trials]
-            started = time.perf_counter()
-            with heartbeat(study, trials):
-                try:
+        # Every trial asked beats until it is told, those waiting for their grid too:
+        # Optuna never fails a running trial that has no heartbeat, so a killed worker's
+        # waiting trials would otherwise stay running for good.
+        pending = list(asked)
+        with heartbeat(study, pending):
+            try:
+                for group in grids(params, batchable):
+                    trials = [asked[i] for i in group]
+                    directories = [root / f"trial_{t.number:04d}" for t in trials]
+                    started = time.perf_counter()
                     results = train_trials(spec, [params[i] for i in group], directories)
-                except BaseException as error:
-                    for trial in trials:
-                        trial.set_user_attr("error", f"interrupted: {type(error).__name__}")
-                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                    raise
-            seconds = time.perf_counter() - started
-            for trial, result, directory in zip(trials, results, directories, strict=True):
-                value, error = _outcome(result)
-                record = {"number": trial.number, "params": params[asked.index(trial)]}
-                record["seconds"] = seconds
-                if error is not None:
-                    record["error"] = error
-                    trial.set_user_attr("error", error)
+                    seconds = time.perf_counter() - started
+                    for i, result, directory in zip(group, results, directories, strict=True):
+                        record = _tell(study, asked[i], params[i], result, directory)
+                        pending.remove(asked[i])
+                        done.append(record | {"seconds": seconds})
+                        report(_trial_line(done[-1], len(group)))
+            except BaseException as error:
+                for trial in pending:
+                    trial.set_user_attr("error", f"interrupted: {type(error).__name__}")
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                else:
-                    record |= {"value": value, "run_dir": str(directory)}
-                    trial.set_user_attr("run_dir", str(directory.absolute()))
-                    study.tell(trial, value)
-                done.append(record)
-                report(_trial_line(record, len(trials)))
+                raise
     return done
+
+
+def _tell(
+    study: Any, trial: Any, params: dict[str, Any], result: Any, directory: Path
+) -> dict[str, Any]:
+    """Tell the study a trial's value, or that it failed and why; the worker's record."""
+    from optuna.trial import TrialState
+
+    value, error = _outcome(result)
+    record: dict[str, Any] = {"number": trial.number, "params": params}
+    if error is not None:
+        trial.set_user_attr("error", error)
+        study.tell(trial, state=TrialState.FAIL)
+        return record | {"error": error}
+    trial.set_user_attr("run_dir", str(directory.absolute()))
+    study.tell(trial, value)
+    return record | {"value": value, "run_dir": str(directory)}
 
 
 def _trial_line(record: dict[str, Any], grid: int) -> str:
