@@ -39,6 +39,24 @@ RUNS: dict[str, list[tuple[str, dict, int, int, int]]] = {
     "PPO": [
         ("CartPole-v1", {"n_envs": 4}, 200_000, 20_000, 10),
         ("Acrobot-v1", {"n_envs": 4}, 200_000, 20_000, 10),
+        # The learning test's continuous task: CleanRL's continuous-control settings.
+        (
+            "target_gym/Plane",
+            {
+                "env_params": {"max_steps_in_episode": 200},
+                "n_envs": 8,
+                "n_steps": 256,
+                "n_epochs": 10,
+                "n_minibatches": 32,
+                "learning_rate": 3e-4,
+                "ent_coef": 0.0,
+                "normalize_observations": True,
+                "normalize_rewards": True,
+            },
+            100_000,
+            10_000,
+            4,
+        ),
     ],
     "DQN": [("CartPole-v1", {}, 100_000, 5_000, 10), ("Acrobot-v1", {}, 100_000, 5_000, 10)],
     "PQN": [("CartPole-v1", {}, 500_000, 50_000, 10), ("Acrobot-v1", {}, 500_000, 50_000, 10)],
