@@ -99,6 +99,25 @@ def test_trials_differing_only_in_batchable_values_share_a_grid():
 
 
 @pytest.mark.slow
+def test_a_grid_memory_refuses_runs_its_trials_one_by_one(tmp_path, monkeypatch, capsys):
+    check = ajax.run.lowering.check_memory
+
+    def refuse_grids(shape, held, available=None, unit="seeds"):
+        if unit != "seeds":
+            raise MemoryError("a grid this machine cannot hold")
+        check(shape, held, available, unit)
+
+    monkeypatch.setattr(ajax.run.lowering, "check_memory", refuse_grids)
+    url, name = f"sqlite:///{tmp_path / 'sweep.db'}", "refused"
+    argv = [*TRIAL, "--space", write_space(tmp_path), "--storage", url, "--study", name]
+    assert main(["sweep", "PPO", *argv, "--n-trials", "2", "--log-dir", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # unwrapped
+    assert out.count("for 2 trials, one by one") == 2 and "for a grid" not in out, out
+    assert [t.state for t in trials(url, name)] == [TrialState.COMPLETE] * 2
+    assert sorted(p.name for p in (tmp_path / name).iterdir()) == ["trial_0000", "trial_0001"]
+
+
+@pytest.mark.slow
 def test_a_six_trial_study_on_sqlite(tmp_path, capsys):
     url, name = f"sqlite:///{tmp_path / 'sweep.db'}", "ppo_cp"
     argv = [*TRIAL, "--space", write_space(tmp_path), "--storage", url, "--study", name]

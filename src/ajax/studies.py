@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import json
 import random
+import shutil
 import threading
 import time
 import warnings
@@ -337,12 +338,13 @@ def grids(params: list[dict[str, Any]], batchable: tuple[str, ...]) -> list[list
 
 def train_trials(
     spec: StudySpec, params: list[dict[str, Any]], directories: list[Path]
-) -> list[Any]:
+) -> tuple[list[Any], int]:
     """Train trials that differ only in batchable values, each into its run directory (its
-    config, metrics and saved result), and return each one's result, or the error that
-    failed it: several as one grid, whose run is then split into the trials' directories as
-    if each had run alone (:meth:`ajax.sweep.SweepResult.save_apart`). A grid that memory or
-    a range refuses runs its trials one by one, each failing or not on its own."""
+    config, metrics and saved result). Returns each one's result, or the error that failed
+    it, and how many trained as one program: several as one grid, whose run is then split
+    into the trials' directories as if each had run alone
+    (:meth:`ajax.sweep.SweepResult.save_apart`). A grid that memory or a range refuses runs
+    its trials one by one, each failing or not on its own."""
     from ajax import LoggingConfig, RunHungError
 
     def train(trial_params: dict[str, Any], run_name: str, **sweep: Any) -> Any:
@@ -359,21 +361,23 @@ def train_trials(
     if len(params) > 1:
         swept = [k for k in params[0] if k in spec.agent_cls().batchable()]
         configs = [{k: p[k] for k in swept} for p in params]
+        grid_dir = directories[0].parent / f"grid_{directories[0].name}"
         try:
-            grid = train(params[0], f"grid_{directories[0].name}", sweep=configs)
+            grid = train(params[0], grid_dir.name, sweep=configs)
         except (ValueError, MemoryError):
-            return [
-                train_trials(spec, [p], [d])[0] for p, d in zip(params, directories, strict=True)
-            ]
+            # Refused before it ran: its directory holds its config alone.
+            shutil.rmtree(grid_dir, ignore_errors=True)
+            alone = zip(params, directories, strict=True)
+            return [train_trials(spec, [p], [d])[0][0] for p, d in alone], 1
         except RunHungError as error:
-            return [error] * len(params)
-        return grid.save_apart(directories)
+            return [error] * len(params), len(params)
+        return grid.save_apart(directories), len(params)
     try:
         result = train(params[0], directories[0].name)
     except (ValueError, RunHungError, MemoryError) as error:
-        return [error]
+        return [error], 1
     result.save(Path(result.log_dir) / "result")
-    return [result]
+    return [result], 1
 
 
 def _outcome(result: Any | BaseException) -> tuple[float | None, str | None]:
@@ -433,13 +437,13 @@ def run_worker(
                     trials = [asked[i] for i in group]
                     directories = [root / f"trial_{t.number:04d}" for t in trials]
                     started = time.perf_counter()
-                    results = train_trials(spec, [params[i] for i in group], directories)
+                    results, together = train_trials(spec, [params[i] for i in group], directories)
                     seconds = time.perf_counter() - started
                     for i, result, directory in zip(group, results, directories, strict=True):
                         record = _tell(study, asked[i], params[i], result, directory)
                         pending.remove(asked[i])
                         done.append(record | {"seconds": seconds})
-                        report(_trial_line(done[-1], len(group)))
+                        report(_trial_line(done[-1], len(group), together))
             except BaseException as error:
                 for trial in pending:
                     trial.set_user_attr("error", f"interrupted: {type(error).__name__}")
@@ -465,10 +469,16 @@ def _tell(
     return record | {"value": value, "run_dir": str(directory)}
 
 
-def _trial_line(record: dict[str, Any], grid: int) -> str:
+def _trial_line(record: dict[str, Any], group: int, grid: int) -> str:
+    """A trial's line: its values, its outcome, and the time of the ``group`` it trained
+    with, ``grid`` of them in one program."""
     params = ", ".join(f"{k}={_short(v)}" for k, v in record["params"].items())
     outcome = f"failed: {record['error']}" if "error" in record else f"{record['value']:.2f}"
-    took = f"{record['seconds']:.1f} s" + (f" for a grid of {grid}" if grid > 1 else "")
+    took = f"{record['seconds']:.1f} s"
+    if grid > 1:
+        took += f" for a grid of {grid}"
+    elif group > 1:
+        took += f" for {group} trials, one by one"
     return f"trial {record['number']}: {params} -> {outcome} ({took})"
 
 
