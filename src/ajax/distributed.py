@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -97,15 +96,3 @@ def on_host(tree: Any, mesh: Mesh | None) -> Any:
     if not spans_processes(mesh):
         return jax.device_get(tree)
     return multihost_utils.process_allgather(tree, tiled=True)
-
-
-def stop_anywhere(received: list[str], mesh: Mesh | None) -> str | None:
-    """The signal that stops the run after this segment: this process's first, or, in a run
-    across processes, a note of another's (every process must call this at the same point:
-    the processes stop together or not at all). None where no process received one."""
-    if not spans_processes(mesh):
-        return received[0] if received else None
-    flags = multihost_utils.process_allgather(np.asarray([bool(received)]))
-    if received:
-        return received[0]
-    return f"a signal to process {int(np.flatnonzero(flags)[0])}" if flags.any() else None

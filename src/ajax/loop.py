@@ -215,8 +215,7 @@ def _run(
     sweep = run_config.get("sweep")
     places = [label["seed"] for label in run.labels]
     values = None if sweep is None else place_values(sweep["configs"], run.labels)
-    # Across processes a signal stops the run once every process knows (ajax.distributed).
-    with interrupts(at_once=jax.process_count() == 1) as received:
+    with interrupts() as received:
         try:
             start_s = time.perf_counter()
             # A resumed run starts from its checkpoint, and compiles no initialisation.

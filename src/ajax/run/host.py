@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from ajax.checkpoint import Checkpoint, CheckpointConfig, Checkpointer
-from ajax.distributed import is_writer, on_host, placed, stop_anywhere
+from ajax.distributed import is_writer, on_host, placed
 from ajax.logging import LoggingConfig, LogWriter
 from ajax.run.lowering import seeds_only, with_places, with_seeds
 from ajax.run.plan import RunPlan
@@ -229,13 +229,8 @@ class HostRun:
             # gained nothing measurable on a CPU, and with both queued on XLA's CPU thread
             # pool a run was once seen to stall on a 2-core machine.
             self.finished_segment(index, last, outputs, (state, health))
-            # A signal recorded but not raised: one whose exception native code swallowed,
-            # or any, in a run across processes, which stop together here.
-            stopped = stop_anywhere(received, self.mesh)
-            if stopped is not None:
-                if self.checkpoint_every and self.saved != self.segments_done:
-                    self.save((state, health))
-                raise keyboard_interrupt(stopped)
+            if received:  # an interrupt whose exception native code swallowed
+                raise keyboard_interrupt(received[0])
         return state, health
 
     def interrupted(self, interrupt: KeyboardInterrupt) -> RunInterrupted:

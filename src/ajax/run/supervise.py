@@ -28,7 +28,7 @@ def shown(interrupt: KeyboardInterrupt) -> str:
 
 
 @contextlib.contextmanager
-def interrupts(at_once: bool = True) -> Iterator[list[str]]:
+def interrupts() -> Iterator[list[str]]:
     """Within the block, SIGTERM (a scheduler's pre-emption, ``kill``) interrupts the main
     thread as Ctrl-C does, so that the run's cleanup runs; elsewhere it is left alone.
 
@@ -36,10 +36,7 @@ def interrupts(at_once: bool = True) -> Iterator[list[str]]:
     every segment: a ``KeyboardInterrupt`` raised while the main thread is inside native
     code can be cleared there (a run under load once went on to its end after Ctrl-C), and
     the record still stops the run. SIGINT is taken over only from Python's default handler,
-    so a handler of the user's, or SIGINT ignored, is kept. Without ``at_once`` the signals
-    are only recorded: a run across processes stops after the segment in flight, once every
-    process knows (:func:`ajax.distributed.stop_anywhere`), since one that stopped alone
-    would leave the others waiting for it.
+    so a handler of the user's, or SIGINT ignored, is kept.
     """
     if threading.current_thread() is not threading.main_thread():
         yield []
@@ -48,8 +45,7 @@ def interrupts(at_once: bool = True) -> Iterator[list[str]]:
 
     def interrupt(signum: int, frame: Any) -> None:
         received.append(signal.Signals(signum).name)
-        if at_once:
-            raise keyboard_interrupt(received[-1])
+        raise keyboard_interrupt(received[-1])
 
     signals = [signal.SIGTERM]
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
