@@ -116,7 +116,6 @@ class Checkpointer:
                 "dir you can write to."
             ) from error
         self.directory = directory
-        self.every = config.every
         self._manager = _manager(directory, config.keep)
 
     def save(self, segments_done: int, state: Any, extra: dict[str, Any]) -> None:
