@@ -12,7 +12,7 @@ import pytest
 from ajax.buffers import within_first_episode
 from ajax.nn.latents import balanced_kl, categorical_kl, straight_through_sample, unimix_logits
 from ajax.nn.mlp import ACTIVATIONS, simnorm
-from ajax.nn.recurrent import BlockGRU
+from ajax.nn.recurrent import BlockGRU, BlockLinear
 from ajax.nn.twohot import symexp, symexp_bins, symlog, symlog_bins
 from ajax.planning import MPPI, shifted
 from ajax.returns import PercentileScale, SpreadScale, discount_for_episodes
@@ -239,6 +239,27 @@ def test_the_block_gru_is_a_gru_and_each_block_sees_its_own_state_alone():
     np.testing.assert_allclose(plain.apply(p, d, x), want, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="divide evenly"):
         BlockGRU(deter=10, blocks=4).init(jax.random.key(0), jnp.zeros(10), jnp.zeros(2))
+
+
+def test_a_block_layer_gives_each_group_its_own_inputs_and_the_shared_ones():
+    x, shared = (
+        jax.random.normal(jax.random.key(1), (2, 6)),
+        jax.random.normal(jax.random.key(2), (2, 4)),
+    )
+    layer = BlockLinear(units=9, blocks=3)
+    p = layer.init(jax.random.key(3), x, shared)
+    kernel = np.asarray(p["params"]["kernel"])
+    assert kernel.shape == (3, 2 + 4, 3)
+    p = {"params": {"kernel": kernel, "bias": np.arange(9.0)}}
+    want = np.concatenate(
+        [np.concatenate([x[:, 2 * k : 2 * k + 2], shared], -1) @ kernel[k] for k in range(3)], -1
+    )
+    np.testing.assert_allclose(layer.apply(p, x, shared), want + np.arange(9.0), rtol=1e-5)
+    np.testing.assert_allclose(
+        layer.apply({"params": {"kernel": kernel[:, :2], "bias": np.zeros(9)}}, x),
+        np.concatenate([x[:, 2 * k : 2 * k + 2] @ kernel[k, :2] for k in range(3)], -1),
+        rtol=1e-5,
+    )
 
 
 def _numpy_kl(p_logits, q_logits):

@@ -15,29 +15,40 @@ from ajax.nn.mlp import ACTIVATIONS
 
 class BlockLinear(nn.Module):
     """A dense layer whose input and output are split into ``blocks`` groups, output group
-    ``k`` computed from input group ``k`` alone: a block-diagonal kernel, stored as
-    ``[blocks, in / blocks, units / blocks]``."""
+    ``k`` computed from input group ``k`` alone (a block-diagonal kernel), and from a
+    ``shared`` input every group reads whole: the kernel is stored as ``[blocks, in / blocks
+    + shared, units / blocks]``, each group's rows its own inputs' and then the shared ones'.
+
+    The shared part is one dense product and the block part one product batched over the
+    groups, leading: the same sums as one product over a copy of the shared input in every
+    group, which XLA's CPU backend ran about twice as slowly (PERFORMANCE_REPORT.md, "The
+    world models")."""
 
     units: int
     blocks: int
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        if x.shape[-1] % self.blocks or self.units % self.blocks:
+    def __call__(self, x: jax.Array, shared: jax.Array | None = None) -> jax.Array:
+        g = self.blocks
+        if x.shape[-1] % g or self.units % g:
             raise ValueError(
                 f"BlockLinear splits {x.shape[-1]} inputs and {self.units} units into "
-                f"{self.blocks} blocks: both must divide evenly."
+                f"{g} blocks: both must divide evenly."
             )
-        inputs = x.shape[-1] // self.blocks
+        own = x.shape[-1] // g
+        n_shared = 0 if shared is None else shared.shape[-1]
+        width = self.units // g
         kernel = self.param(
             "kernel",
             nn.initializers.lecun_normal(in_axis=1, out_axis=2, batch_axis=(0,)),
-            (self.blocks, inputs, self.units // self.blocks),
+            (g, own + n_shared, width),
         )
         bias = self.param("bias", nn.initializers.zeros, (self.units,))
-        grouped = x.reshape(*x.shape[:-1], self.blocks, inputs)
-        out = jnp.einsum("...ki,kio->...ko", grouped, kernel)
-        return out.reshape(*x.shape[:-1], self.units) + bias
+        grouped = jnp.swapaxes(x.reshape(-1, g, own), 0, 1)
+        out = jnp.swapaxes(grouped @ kernel[:, :own], 0, 1).reshape(*x.shape[:-1], self.units)
+        if shared is not None:
+            out = out + shared @ jnp.swapaxes(kernel[:, own:], 0, 1).reshape(n_shared, self.units)
+        return out + bias
 
 
 class BlockGRU(nn.Module):
@@ -61,20 +72,14 @@ class BlockGRU(nn.Module):
             raise ValueError(
                 f"BlockGRU splits a state of {self.deter} into {g} blocks: they must divide evenly."
             )
-        width = self.deter // g
-        joined = jnp.concatenate(
-            [
-                deter.reshape(*deter.shape[:-1], g, width),
-                jnp.broadcast_to(inputs[..., None, :], (*inputs.shape[:-1], g, inputs.shape[-1])),
-            ],
-            axis=-1,
-        )
-        x = joined.reshape(*deter.shape[:-1], -1)
+        x, shared = deter, inputs
         for _ in range(self.layers):
             x = ACTIVATIONS[self.activation](
-                nn.RMSNorm(epsilon=1e-4)(BlockLinear(self.deter, g)(x))
+                nn.RMSNorm(epsilon=1e-4)(BlockLinear(self.deter, g)(x, shared))
             )
-        gates = BlockLinear(3 * self.deter, g)(x).reshape(*deter.shape[:-1], g, 3 * width)
+            shared = None
+        width = self.deter // g
+        gates = BlockLinear(3 * self.deter, g)(x, shared).reshape(*deter.shape[:-1], g, 3 * width)
         reset, candidate, update = (
             part.reshape(deter.shape) for part in jnp.split(gates, 3, axis=-1)
         )
