@@ -123,13 +123,17 @@ _CRITICS = AgentTuning(
 #: 256-unit updates run faster through YNNPACK on AVX-512 and in the kernel's order through
 #: Eigen; AVG's updates are of one sample (vector-matrix products), faster through YNNPACK at
 #: any width; narrow networks' optimisers are bound by their kernel count. DQN's updates (no
-#: ensemble, batches of 64) measured slower in both YNNPACK and the kernel's order.
+#: ensemble, batches of 64) measured slower in both YNNPACK and the kernel's order. TD-MPC2's
+#: products go to Eigen at any width: under the seeds' vmap YNNPACK also takes its many small
+#: reductions (LayerNorm, two-hot), which then ran several times slower, and its update with
+#: them (its width, 64 at "cpu", is its preset's, not a ``hidden_sizes``).
 TUNING: dict[str, AgentTuning] = {
     "SAC": _CRITICS,
     "TD3": _CRITICS,
     "PQN": AgentTuning(ynnpack_max_width_avx512=math.inf, kernel_order_gradients=True),
     "AVG": AgentTuning(ynnpack_max_width=math.inf, ynnpack_max_width_avx512=math.inf),
     "UDRL": AgentTuning(flat_optimizer_max_width=64),
+    "TDMPC2": AgentTuning(ynnpack_max_width=-math.inf, ynnpack_max_width_avx512=-math.inf),
 }
 
 
