@@ -77,7 +77,7 @@ class MPPI:
             return (mean, std, score, elite_actions), None
 
         start = (mean, std, jnp.zeros(self.elites), jnp.zeros((self.elites, *mean.shape)))
-        (mean, std, score, elite_actions), _ = jax.lax.scan(refit, start, keys[:-2])
+        (mean, std, score, elite_actions), _ = jax.lax.scan(refit, start, keys[:-2], unroll=True)
         chosen = jax.random.categorical(keys[-2], jnp.log(score))
         action = elite_actions[chosen, 0]
         if not deterministic:

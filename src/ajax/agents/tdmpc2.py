@@ -306,7 +306,7 @@ class TDMPC2(ReplayAgent):
 
         latents = jnp.broadcast_to(z, (planner.policy_samples, *z.shape))
         _, proposals = jax.lax.scan(
-            propose, latents, jax.random.split(prior_key, self.config.horizon)
+            propose, latents, jax.random.split(prior_key, self.config.horizon), unroll=True
         )
         value_of = lambda actions: self._trajectory_value(params, z, actions, value_key)  # noqa: E731
         return planner.plan(value_of, mean, jnp.swapaxes(proposals, 0, 1), plan_key, deterministic)
@@ -330,7 +330,9 @@ class TDMPC2(ReplayAgent):
             jnp.zeros(actions.shape[0]),
             1.0,
         )
-        (latents, value, discount), _ = jax.lax.scan(step, start, jnp.swapaxes(actions, 0, 1))
+        (latents, value, discount), _ = jax.lax.scan(
+            step, start, jnp.swapaxes(actions, 0, 1), unroll=True
+        )
         action_key, q_key = jax.random.split(key)
         action, _ = self._sample_prior(params["pi"], latents, action_key)
         return value + discount * self._two_q(params["q"], latents, action, q_key).mean(axis=0)
@@ -430,7 +432,7 @@ class TDMPC2(ReplayAgent):
             return z, z
 
         first = self._encode(params, run["obs"][0])
-        _, rolled = jax.lax.scan(roll, first, run["action"])
+        _, rolled = jax.lax.scan(roll, first, run["action"], unroll=True)
         latents = jnp.concatenate([first[None], rolled], axis=0)
         valid = run["valid"]
         consistency = self._weighted(((rolled - next_z) ** 2).mean(axis=-1), valid)
