@@ -77,6 +77,8 @@ class MPPI:
             return (mean, std, score, elite_actions), None
 
         start = (mean, std, jnp.zeros(self.elites), jnp.zeros((self.elites, *mean.shape)))
+        # Unrolled: a few refits of small products, where a loop's carry copies and
+        # condition cost more than the straight code's compile.
         (mean, std, score, elite_actions), _ = jax.lax.scan(refit, start, keys[:-2], unroll=True)
         chosen = jax.random.categorical(keys[-2], jnp.log(score))
         action = elite_actions[chosen, 0]

@@ -305,6 +305,8 @@ class TDMPC2(ReplayAgent):
             return self._next(params, latents, action), action
 
         latents = jnp.broadcast_to(z, (planner.policy_samples, *z.shape))
+        # The horizon's few steps, here and in every rollout, are unrolled, as the planner's
+        # refits are (ajax.planning).
         _, proposals = jax.lax.scan(
             propose, latents, jax.random.split(prior_key, self.config.horizon), unroll=True
         )
