@@ -18,21 +18,7 @@ import ajax.agents.asac
 import ajax.agents.off_policy
 import ajax.agents.udrl
 import ajax.loop
-from ajax import (
-    AGENTS,
-    ASAC,
-    AVG,
-    DQN,
-    PPO,
-    PQN,
-    REDQ,
-    SAC,
-    TD3,
-    TDMPC2,
-    DreamerV3,
-    LoggingConfig,
-    evaluate,
-)
+from ajax import AGENTS, ASAC, AVG, DQN, PPO, PQN, REDQ, SAC, TD3, LoggingConfig, evaluate
 from ajax._xla import (
     BACKEND_OPT_LEVEL,
     CHOICES,
@@ -73,8 +59,8 @@ def test_ynnpack_is_off_for_wide_networks_but_avgs_and_a_user_choice_wins(monkey
     assert compiler_options(PQN(env_id="CartPole-v1", hidden_sizes=(64, 64))) is None
     assert compiler_options(PPO(env_id="CartPole-v1")) is None  # 64 units
     assert compiler_options(AVG(env_id="Pendulum-v1")) is None  # 256 units, a batch of one
-    assert compiler_options(TDMPC2(env_id="Pendulum-v1")) == NO_YNNPACK  # at any width
-    assert compiler_options(DreamerV3(env_id="CartPole-v1")) is None
+    assert compiler_options(AGENTS["TDMPC2"](env_id="Pendulum-v1")) == NO_YNNPACK  # any width
+    assert compiler_options(AGENTS["DreamerV3"](env_id="CartPole-v1")) is None
     assert compiler_options(DQN(env_id="CartPole-v1"), runs_once=True) == ONCE
     assert compiler_options(AVG(env_id="Pendulum-v1"), runs_once=True) == {BACKEND_OPT_LEVEL: 0}
     monkeypatch.setenv("XLA_FLAGS", f"--{YNN_FUSIONS}=+dot --{BACKEND_OPT_LEVEL}=3")
@@ -93,8 +79,9 @@ def test_on_avx512_the_critics_and_pqns_wide_networks_go_to_ynnpack_but_dqns(mon
         assert compiler_options(agent) is None and products_go_to_ynnpack(agent), agent.name
     assert compiler_options(DQN(env_id="CartPole-v1")) == NO_YNNPACK  # 256 units
     assert compiler_options(PPO(env_id="CartPole-v1", hidden_sizes=(128,))) == NO_YNNPACK
-    assert compiler_options(TDMPC2(env_id="Pendulum-v1", size="tiny")) == NO_YNNPACK
-    assert not products_go_to_ynnpack(TDMPC2(env_id="Pendulum-v1"))
+    tdmpc2 = AGENTS["TDMPC2"]
+    assert compiler_options(tdmpc2(env_id="Pendulum-v1", size="tiny")) == NO_YNNPACK
+    assert not products_go_to_ynnpack(tdmpc2(env_id="Pendulum-v1"))
     # The optimiser goes over one vector by width alone.
     adam = optax.adam(1e-3)
     assert tuned_optimizer(SAC(env_id="Pendulum-v1"), adam) is adam
