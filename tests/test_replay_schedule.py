@@ -167,8 +167,9 @@ def test_a_burst_of_updates_runs_once_where_learning_begins(tmp_path):
     )
     assert agent.warmup_iterations == 48
     logging = LoggingConfig(log_frequency=32, log_dir=tmp_path)
-    # Segments of 32 iterations: learning begins inside the second, the burst with it, and
-    # the third and fourth segments do not repeat it. Two seeds share the one branch.
-    for steps, updates in ((48, 0), (49, 5 + 1), (128, 5 + 80)):
+    # Segments of 32 iterations: learning begins inside the second, its first iteration makes
+    # the burst's updates in place of its one, and the third and fourth segments do not
+    # repeat it. Two seeds share the one loop count.
+    for steps, updates in ((48, 0), (49, 5), (128, 5 + 79)):
         result = agent.train(seed=[0, 1], n_timesteps=steps, logging_config=logging)
         np.testing.assert_array_equal(result.state.updates, [updates, updates])

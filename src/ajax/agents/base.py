@@ -20,8 +20,8 @@ An agent provides:
   no update into them (rather than computing updates and dropping them). ``iteration`` is
   only called after them. Of ``warmup``'s metrics the run keeps the episode sums.
 * ``pretrain_updates``: an agent with a burst of updates when its warm-up ends (a replay
-  agent, whose ``pretrain`` runs them) has it run once, before its first learning iteration,
-  in whichever segment that iteration falls.
+  agent) makes that many update calls in its first learning iteration, in whichever segment
+  it falls, instead of one: the run passes them as ``iteration(state, env, update_calls)``.
 * ``policy(params, obs)``, for every agent whose action depends on the observation alone
   (all but UDRL): the action distribution (:mod:`ajax.nn.distributions`), in the agent's
   action space (``[-1, 1]`` for continuous actions); its ``sample`` is the behaviour policy,
@@ -308,9 +308,9 @@ class Agent(abc.ABC):
 
     @property
     def pretrain_updates(self) -> int:
-        """Updates run once, before the first learning iteration, by ``pretrain(state,
-        env)`` (the replay agents': :meth:`ajax.agents.replay.ReplayAgent.pretrain`): TD-MPC2's
-        burst on the data its random seeding collected. 0 for none."""
+        """Update calls of the first learning iteration (TD-MPC2's burst on the data its
+        random seeding collected), passed to :meth:`ajax.agents.replay.ReplayAgent.iteration`
+        as ``update_calls``. 0 for none: one call."""
         return 0
 
     def initial_carry(self, params: Any, n: int) -> Any:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from ajax.acting import PolicyFn, Transition, episode_metrics, step_and_store, uniform_action
 from ajax.agents.base import Agent, hyperparameter
@@ -106,11 +107,6 @@ class ReplayAgent(Agent):
     def _update(self, state: Any) -> tuple[Any, dict[str, jax.Array]]:
         """The updates of one iteration, from the state's buffer."""
 
-    def pretrain(self, state: Any, env: Env) -> Any:
-        """The state after :attr:`pretrain_updates` updates (:meth:`_update`) on what the
-        warm-up stored, with no collection between them."""
-        return jax.lax.fori_loop(0, self.pretrain_updates, lambda _, s: self._update(s)[0], state)
-
     def store(self, buffer: ReplayBuffer, transition: Transition) -> ReplayBuffer:
         """``buffer`` with a step's ``transition`` written: the row an agent learns from.
         By default the one-step row (:meth:`ajax.buffers.ReplayBuffer.add_transitions`); an
@@ -150,7 +146,19 @@ class ReplayAgent(Agent):
         state, transitions = self._collect(state, env, lambda _: uniform)
         return state, episode_metrics(transitions)
 
-    def iteration(self, state: Any, env: Env) -> tuple[Any, dict[str, jax.Array]]:
+    def iteration(
+        self, state: Any, env: Env, update_calls: jax.Array | None = None
+    ) -> tuple[Any, dict[str, jax.Array]]:
+        """Collect, then :meth:`_update` once, or ``update_calls`` times (an integer the
+        same for every seed): the run passes :attr:`pretrain_updates` for an agent's first
+        learning iteration and 1 for the others, so that one compiled update serves both."""
         state, transitions = self._collect(state, env, self._explorer_at)
-        state, metrics = self._update(state)
+        if update_calls is None:
+            state, metrics = self._update(state)
+        else:
+            _, shapes = jax.eval_shape(self._update, state)
+            zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+            state, metrics = jax.lax.fori_loop(
+                0, update_calls, lambda _, carry: self._update(carry[0]), (state, zeros)
+            )
         return state, metrics | episode_metrics(transitions)

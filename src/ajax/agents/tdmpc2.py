@@ -20,9 +20,9 @@ at rate ``tau``.
 Acting plans (section 3.3): MPPI (:class:`ajax.planning.MPPI`) scores action sequences by the
 model's discounted rewards over the horizon plus a Q-value at its end, warm-started from the
 previous step's plan, which is the acting carry. The schedule is the reference's online
-trainer: ``learning_starts`` steps of random actions (its ``seed_steps``), a burst of as many
-updates once they end (:attr:`pretrain_updates`), then ``gradient_steps`` updates per
-iteration.
+trainer: ``learning_starts`` steps of random actions (its ``seed_steps``), then an iteration
+whose step is random too and whose updates are a burst of as many (:attr:`pretrain_updates`),
+then ``gradient_steps`` updates per iteration.
 
 Where this differs from the reference (docs/agents/tdmpc2.md lists them):
 
@@ -221,7 +221,7 @@ class TDMPC2(ReplayAgent):
     @property
     def pretrain_updates(self) -> int:
         """The reference's burst of ``seed_steps`` updates, in calls of :meth:`_update` (each
-        ``gradient_steps`` updates)."""
+        ``gradient_steps`` updates), in place of the first learning iteration's one call."""
         return -(-self.config.learning_starts // self.config.gradient_steps)
 
     # The model's parts.
@@ -340,7 +340,9 @@ class TDMPC2(ReplayAgent):
         return value + discount * self._two_q(params["q"], latents, action, q_key).mean(axis=0)
 
     def _explorer_at(self, state: TDMPC2State) -> PolicyFn:
-        warming_up = state.steps < self.config.learning_starts
+        # Up to and including the burst's iteration: the reference's step at seed_steps is
+        # random, and its burst follows it.
+        warming_up = state.steps <= self.config.learning_starts
 
         def policy_fn(params, obs, carry, key):
             plan_key, random_key = jax.random.split(key)

@@ -45,7 +45,7 @@ def _diverged(health: dict[str, jax.Array], bad: jax.Array, i: jax.Array) -> dic
 
 
 def checked_iteration(iteration: Callable, names: list[str]) -> Callable:
-    """``iteration(state) -> (state, metrics)`` (an agent's learning iteration) with its
+    """``iteration(state, i) -> (state, metrics)`` (an agent's learning iteration ``i``) with its
     training metrics checked: the first that is NaN or infinite marks the seed diverged in
     its health, and a diverged seed's metrics read NaN.
 
@@ -55,7 +55,7 @@ def checked_iteration(iteration: Callable, names: list[str]) -> Callable:
     NaN show in the next iteration's metrics."""
 
     def checked(i, state, health):
-        state, metrics = iteration(state)
+        state, metrics = iteration(state, i)
         bad = jnp.stack([~jnp.isfinite(metrics[k]).all() for k in names[:-1]] + [False])
         health = _diverged(health, bad, i)
         metrics = metrics | {

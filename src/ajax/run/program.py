@@ -62,8 +62,9 @@ def segment_program(agent: Any, train_env: Any, num_episode_test: int | None) ->
     agent's warm-up iterations (collection alone, ``agent.warmup``) and its learning
     iterations is two loops, and a warm-up iteration computes no update: a per-seed
     condition would compute both branches under the vmap. An agent's once-only burst of
-    updates (``agent.pretrain``) runs between them, in the segment that holds the first
-    learning iteration.
+    updates (``agent.pretrain_updates``) is its first learning iteration's number of update
+    calls, an argument of the one compiled iteration: a loop of its own compiled the update a
+    second time.
 
     Divergence is checked (:func:`checked_iteration`, :func:`frozen`): a seed that diverged keeps
     the parameters of its last evaluation before, and its metrics and evaluations read NaN
@@ -85,8 +86,18 @@ def segment_program(agent: Any, train_env: Any, num_episode_test: int | None) ->
             eval_here = evaluation_copies(agent_here)
         # Jitted, so that the trace that finds its metrics' shapes is the one the loop uses:
         # tracing an iteration twice cost PPO a tenth of its lowering.
-        iteration = jax.jit(lambda state: agent_here.iteration(state, train_here))
-        _, metric_shapes = jax.eval_shape(iteration, state)
+        burst = agent_here.pretrain_updates
+
+        def iterate(state, i):
+            if not burst:
+                return agent_here.iteration(state, train_here)
+            # The iteration's index is the same for every seed: under the seeds' vmap the
+            # count of update calls stays one number, not a per-seed loop.
+            calls = jnp.where(i == agent_here.warmup_iterations, burst, 1)
+            return agent_here.iteration(state, train_here, calls)
+
+        iteration = jax.jit(iterate)
+        _, metric_shapes = jax.eval_shape(iteration, state, first)
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
         names = watched_metrics(metric_shapes)
         learn_step = checked_iteration(iteration, names)
@@ -109,13 +120,6 @@ def segment_program(agent: Any, train_env: Any, num_episode_test: int | None) ->
         if agent_here.warmup_iterations:
             n_warmup = jnp.clip(agent_here.warmup_iterations - first, 0, n_iterations)
             carry = jax.lax.fori_loop(0, n_warmup, warm, carry)
-        if agent_here.pretrain_updates:
-            # The same for every seed, so under the seeds' vmap this stays a branch.
-            due = (first + n_warmup == agent_here.warmup_iterations) & (n_warmup < n_iterations)
-            state = jax.lax.cond(
-                due, lambda s: agent_here.pretrain(s, train_here), lambda s: s, carry[0]
-            )
-            carry = (state, *carry[1:])
         state, sums, health = jax.lax.fori_loop(n_warmup, n_iterations, learn, carry)
         state, health = frozen(
             agent_here, state, start_params, health, names, first + n_iterations - 1
