@@ -4,6 +4,7 @@ plan carried and reset per copy, its memory estimate, and two probes on a small 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from ajax import TDMPC2
@@ -73,6 +74,31 @@ def test_the_memory_estimate_holds_the_sequence_store_networks_and_optimisers():
     # Adam keeps two moments per parameter, and the Q targets a copy of the Q-functions.
     assert nbytes(state.opt_state) >= 2 * nbytes(state.params)
     assert total >= buffers + networks
+
+
+def test_the_model_optimiser_is_the_references_two_clipped_adams():
+    """One vector's Adam, then the step sizes: the reference's Adam for the encoder at
+    ``encoder_lr_scale`` times the rate and one for the rest, after one global-norm clip."""
+    settings = {"learning_rate": 3e-3, "encoder_lr_scale": 0.3, "grad_clip_norm": 2.0}
+    ours = TDMPC2("Pendulum-v1", **settings)._model_optimizer
+    keys = iter(jax.random.split(jax.random.key(0), 16))
+    params = {
+        "encoder": {"w": jax.random.normal(next(keys), (5, 3))},
+        "q": {"w": jax.random.normal(next(keys), (4,)), "b": jnp.ones(2)},
+    }
+    labels = {"encoder": {"w": "encoder"}, "q": {"w": "rest", "b": "rest"}}
+    reference = optax.chain(
+        optax.clip_by_global_norm(2.0),
+        optax.multi_transform(
+            {"encoder": optax.adam(3e-3 * 0.3), "rest": optax.adam(3e-3)}, labels
+        ),
+    )
+    state, ours_state = reference.init(params), ours.init(params)
+    for _ in range(3):
+        grads = jax.tree.map(lambda x: 10 * jax.random.normal(next(keys), x.shape), params)
+        want, state = reference.update(grads, state, params)
+        got, ours_state = ours.update(grads, ours_state, params)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5), got, want)
 
 
 class _RandomEnds(_Probe):

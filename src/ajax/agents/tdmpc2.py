@@ -56,7 +56,7 @@ from ajax.nn.normed import NormedEnsemble, NormedMLP
 from ajax.nn.twohot import symlog_bins
 from ajax.planning import MPPI, shifted
 from ajax.returns import SpreadScale, discount_for_episodes
-from ajax.updates import optimizer_step, soft_update
+from ajax.updates import clipped_over_one_vector, optimizer_step, soft_update
 
 #: The policy prior's log standard deviation is squashed into this range (the reference's
 #: ``log_std_min`` and ``log_std_max``).
@@ -201,13 +201,15 @@ class TDMPC2(ReplayAgent):
         self.reward_head = NormedMLP(hidden, n_bins, zero_out=True)
         self.prior = NormedMLP(hidden, 2 * self._action_dim)
         self.q_heads = NormedEnsemble(hidden, n_bins, p.num_q, c.dropout)
-        clip = optax.clip_by_global_norm(c.grad_clip_norm)
+        # Adam over one vector of the parameters (the clipping's norm and the moments a few
+        # kernels, not a few per leaf: TD-MPC2's update is bound by its kernel count), then
+        # the step sizes, the encoder's scaled: the reference's two Adams, the same sums.
         self._model_optimizer = optax.chain(
-            clip,
+            clipped_over_one_vector(c.grad_clip_norm, optax.scale_by_adam()),
             optax.multi_transform(
                 {
-                    "encoder": optax.adam(c.learning_rate * c.encoder_lr_scale),
-                    "rest": optax.adam(c.learning_rate),
+                    "encoder": optax.scale(-c.learning_rate * c.encoder_lr_scale),
+                    "rest": optax.scale(-c.learning_rate),
                 },
                 lambda params: {
                     name: jax.tree.map(lambda _, n=name: "encoder" if n == "encoder" else "rest", p)
@@ -216,7 +218,9 @@ class TDMPC2(ReplayAgent):
             ),
         )
         # The prior's Adam has eps 1e-5, the reference's pi_optim.
-        self._prior_optimizer = optax.chain(clip, optax.adam(c.learning_rate, eps=1e-5))
+        self._prior_optimizer = clipped_over_one_vector(
+            c.grad_clip_norm, optax.adam(c.learning_rate, eps=1e-5)
+        )
 
     @property
     def pretrain_updates(self) -> int:
