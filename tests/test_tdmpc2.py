@@ -12,6 +12,7 @@ from ajax.agents.tdmpc2 import PRESETS
 from ajax.run.plan import state_bytes
 
 from .probes import ContinuingReward, RewardIsAction, _Probe
+from .states import initial_state
 
 #: The tiny model and planner, a larger step size and fast targets: the probes are tiny
 #: problems.
@@ -115,14 +116,17 @@ class _RandomEnds(_Probe):
         return state, obs, reward, jax.random.bernoulli(key), truncated, info
 
 
-def test_the_plan_is_carried_and_reset_to_zeros_per_copy_where_an_episode_ends():
+def test_the_plan_is_carried_and_reset_per_copy_and_the_bursts_step_is_random():
     agent = TDMPC2(_RandomEnds(), n_envs=8, **PROBE)
-    env = agent.env_copies(8)
-    state = agent.init(jax.random.PRNGKey(0), env, 1)
+    state, env = initial_state(agent)
+    start = agent.config.learning_starts
     # A plan carried from the step before, non-zero everywhere.
-    state = state.replace(cursor=state.cursor.replace(carry=jnp.full_like(state.cursor.carry, 0.5)))
-    state = state.replace(steps=jnp.asarray(agent.config.learning_starts))
-    after, transitions = jax.jit(lambda s: agent._collect(s, env, agent._explorer_at))(state)
+    state = state.replace(
+        cursor=state.cursor.replace(carry=jnp.full_like(state.cursor.carry, 0.5)),
+        steps=jnp.full_like(state.steps, start),
+    )
+    collect = jax.jit(lambda s: agent._collect(s, env, agent._explorer_at))
+    after, transitions = collect(state)
     done = np.asarray(transitions.done[0])
     carry = np.asarray(after.cursor.carry)
     assert 0 < done.sum() < 8
@@ -130,6 +134,13 @@ def test_the_plan_is_carried_and_reset_to_zeros_per_copy_where_an_episode_ends()
     # Elsewhere the plan moved one step on: the last step is the fresh zero.
     assert np.all(np.abs(carry[~done][:, :-1]).sum(axis=(1, 2)) > 0)
     np.testing.assert_array_equal(carry[~done][:, -1], 0.0)
+    # The iteration at learning_starts, whose updates are the burst, steps at random as the
+    # reference's step at seed_steps: other parameters, the same actions. The next plans.
+    other = state.replace(params=jax.tree.map(lambda x: x + 1.0, state.params))
+    for steps, random in ((start, True), (start + 8, False)):
+        at = lambda s, n=steps: s.replace(steps=jnp.full_like(s.steps, n))  # noqa: E731
+        actions = [np.asarray(collect(at(s))[1].action) for s in (state, other)]
+        assert np.array_equal(*actions) == random, steps
 
 
 @pytest.fixture(scope="module")
