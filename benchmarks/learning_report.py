@@ -5,7 +5,9 @@ interquartile mean of the final evaluations with its 95% stratified-bootstrap in
 
 Writes one JSON line per run to ``benchmarks/results/learning.jsonl`` and one PNG per run,
 the IQM curve with its band, to ``docs/agents/learning/``, where the agent pages show it.
-Hours on 2 cores: run it in the background, one agent at a time if need be.
+Hours on 2 cores: run it in the background, one agent at a time if need be. With
+``--run-dir`` a run checkpoints at every evaluation and a killed report, started again with
+the same arguments, continues it exactly: a world model's run can span several sessions.
 
     JAX_PLATFORMS=cpu python benchmarks/learning_report.py [--agents PPO SAC] [--seeds 10]
     JAX_PLATFORMS=cpu python benchmarks/learning_report.py --agents PPO DQN --seeds 3 \\
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import subprocess
 import sys
@@ -29,6 +32,7 @@ import numpy as np
 from records import emit
 
 import ajax
+from ajax.checkpoint import latest_checkpoint
 from ajax.stats import iqm, iqm_interval
 
 HERE = Path(__file__).resolve().parent
@@ -150,20 +154,34 @@ def plot(row: dict, path: Path) -> None:
 COMMIT = commit()
 
 
-def report(name: str, run: tuple, seeds: int, steps: int | None, out: str, plots: Path) -> None:
+def report(
+    name: str,
+    run: tuple,
+    seeds: int,
+    steps: int | None,
+    out: str,
+    plots: Path,
+    run_dir: Path | None = None,
+) -> None:
     env_id, settings, n_timesteps, every, episodes = run
     if steps is not None:
         n_timesteps, every = steps, max(steps // 4, 1)
     agent = ajax.AGENTS[name](env_id=env_id, **settings)
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as log_dir:
-        result = agent.train(
-            seed=list(range(seeds)),
-            n_timesteps=n_timesteps,
-            num_episode_test=episodes,
-            logging_config=ajax.LoggingConfig(log_frequency=every, log_dir=log_dir),
+    if run_dir is None:
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory() as log_dir:
+            result = agent.train(
+                seed=list(range(seeds)),
+                n_timesteps=n_timesteps,
+                num_episode_test=episodes,
+                logging_config=ajax.LoggingConfig(log_frequency=every, log_dir=log_dir),
+            )
+        ledger = {"commits": [COMMIT], "wall_s": time.perf_counter() - started}
+    else:
+        logging = ajax.LoggingConfig(
+            log_frequency=every, log_dir=run_dir, run_name=f"{name}_{env_id.replace('/', '-')}"
         )
-    wall = time.perf_counter() - started
+        result, ledger = resumable(agent, seeds, n_timesteps, episodes, logging)
     returns = np.asarray(result.evaluations["episode_return"], np.float64)
     low, high = iqm_interval(returns[:, -1])
     curve_low, curve_high = iqm_interval(returns[:, None])
@@ -183,14 +201,52 @@ def report(name: str, run: tuple, seeds: int, steps: int | None, out: str, plots
         "curve_iqm": np.round(iqm(returns), 2).tolist(),
         "curve_interval": [np.round(curve_low, 2).tolist(), np.round(curve_high, 2).tolist()],
         "diverged": result.diverged,
-        "wall_s": round(wall, 1),
+        "wall_s": round(ledger["wall_s"], 1),
         "compile_s": round(result.timings["compile_s"], 1),
-        "commit": COMMIT,
+        "commit": ledger["commits"][0],
         "date": datetime.date.today().isoformat(),
     }
+    if len(ledger["commits"]) > 1:
+        row["resumed_at"] = ledger["commits"][1:]
     plots.mkdir(parents=True, exist_ok=True)
     plot(row, plots / f"{name}_{env_id.replace('/', '_')}.png")
     emit(row, out)
+
+
+def resumable(
+    agent: object, seeds: int, n_timesteps: int, episodes: int, logging: ajax.LoggingConfig
+) -> tuple[ajax.TrainResult, dict]:
+    """Train with a checkpoint at every evaluation, or continue from the latest one that a
+    killed report left in the run's directory. Also returns the run's ledger, kept beside its
+    logs: the commit of each part and the wall time summed over them, written after every
+    segment so that a kill loses at most one segment's time."""
+    directory = Path(logging.log_dir) / logging.run_name
+    path = directory / "report_ledger.json"
+    ledger = json.loads(path.read_text()) if path.exists() else {"commits": [], "wall_s": 0.0}
+    ledger["commits"].append(COMMIT)
+    spent, started = ledger["wall_s"], time.perf_counter()
+
+    def record(*_: object) -> None:
+        ledger["wall_s"] = spent + time.perf_counter() - started
+        path.write_text(json.dumps(ledger))
+
+    try:
+        latest_checkpoint(directory)
+    except FileNotFoundError:  # a first part, or one killed before its first checkpoint
+        result = None
+    else:
+        result = ajax.resume(directory, agent=agent, progress=record)
+    if result is None:
+        result = agent.train(
+            seed=list(range(seeds)),
+            n_timesteps=n_timesteps,
+            num_episode_test=episodes,
+            logging_config=logging,
+            checkpoint=ajax.CheckpointConfig(every=1, keep=1),
+            progress=record,
+        )
+    record()
+    return result, ledger
 
 
 def table(path: str) -> str:
@@ -228,6 +284,12 @@ def main() -> None:
     parser.add_argument("--out", default=str(HERE / "results" / "learning.jsonl"))
     parser.add_argument("--plots", type=Path, default=HERE.parent / "docs" / "agents" / "learning")
     parser.add_argument(
+        "--run-dir",
+        type=Path,
+        default=None,
+        help="keep each run's logs and checkpoints here, and continue a killed run found there",
+    )
+    parser.add_argument(
         "--table", action="store_true", help="print the newest rows of --out as Markdown, and stop"
     )
     args = parser.parse_args()
@@ -237,7 +299,7 @@ def main() -> None:
     for name in args.agents:
         for run in RUNS[name][: 1 if args.first_task_only else None]:
             seeds = args.seeds or SEEDS.get(name, 10)
-            report(name, run, seeds, args.n_timesteps, args.out, args.plots)
+            report(name, run, seeds, args.n_timesteps, args.out, args.plots, args.run_dir)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import ajax
 from ajax.stats import iqm, iqm_interval
+
+from .interrupts import interrupting_call
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,3 +53,35 @@ def test_the_learning_report_writes_rows_with_intervals_and_a_plot_per_run(tmp_p
     assert len(lines) == 4 and lines[2].startswith("| PPO | CartPole-v1 | 4,096 | 3 | ")
     low, high = rows[0]["final_interval"]
     assert f"{rows[0]['final_iqm']:.1f} [{low:.1f}, {high:.1f}]" in lines[2]
+
+
+def test_a_killed_report_continues_its_run_exactly_and_sums_its_wall_time(tmp_path, monkeypatch):
+    """A report with a run directory, stopped in its fourth segment, started again: the row
+    is the uninterrupted report's, its ledger names both parts and counts both parts' time."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import learning_report
+
+    run = ("CartPole-v1", {"n_envs": 2, "n_steps": 16}, 640, 64, 3)
+    whole, parts = tmp_path / "whole.jsonl", tmp_path / "parts.jsonl"
+    learning_report.report("PPO", run, 3, None, str(whole), tmp_path / "plots")
+    runs = tmp_path / "runs"
+    monkeypatch.setattr(ajax.run.host, "call_watched", interrupting_call(5, "SIGTERM"))
+    with pytest.raises(ajax.RunInterrupted):
+        learning_report.report("PPO", run, 3, None, str(parts), tmp_path / "plots", runs)
+    monkeypatch.undo()
+    assert not parts.exists()
+    ledger = json.loads((runs / "PPO_CartPole-v1" / "report_ledger.json").read_text())
+    assert ledger["commits"] == [learning_report.COMMIT] and ledger["wall_s"] > 0
+
+    calls, call_watched = [], ajax.run.host.call_watched
+    monkeypatch.setattr(
+        ajax.run.host, "call_watched", lambda *a, **k: calls.append(a) or call_watched(*a, **k)
+    )
+    learning_report.report("PPO", run, 3, None, str(parts), tmp_path / "plots", runs)
+    assert len(calls) == 6  # segments 5 to 10: no initialisation, nothing run twice
+    (want,), (got,) = (
+        [json.loads(line) for line in f.read_text().splitlines()] for f in (whole, parts)
+    )
+    assert got["returns"] == want["returns"] and got["final_iqm"] == want["final_iqm"]
+    assert got["commit"] == learning_report.COMMIT and got["resumed_at"] == [got["commit"]]
+    assert got["wall_s"] > round(ledger["wall_s"], 1)
