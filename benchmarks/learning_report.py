@@ -37,6 +37,12 @@ from ajax.stats import iqm, iqm_interval
 
 HERE = Path(__file__).resolve().parent
 
+#: target_gym/Plane with 200-step episodes, the continuous agents' second task. Its
+#: observations (altitudes in metres, airspeeds) are far from unit scale: the off-policy
+#: agents normalise them, as PPO's CleanRL settings do.
+PLANE = {"env_params": {"max_steps_in_episode": 200}}
+OFF_POLICY_PLANE = PLANE | {"normalize_observations": True, "learning_starts": 1_000}
+
 #: A run: task, hyperparameters, steps, evaluation every, evaluation episodes. The agent
 #: pages name these budgets; the first task of each agent is its learning test's.
 RUNS: dict[str, list[tuple[str, dict, int, int, int]]] = {
@@ -46,8 +52,8 @@ RUNS: dict[str, list[tuple[str, dict, int, int, int]]] = {
         # The learning test's continuous task: CleanRL's continuous-control settings.
         (
             "target_gym/Plane",
-            {
-                "env_params": {"max_steps_in_episode": 200},
+            PLANE
+            | {
                 "n_envs": 8,
                 "n_steps": 256,
                 "n_epochs": 10,
@@ -76,7 +82,8 @@ RUNS: dict[str, list[tuple[str, dict, int, int, int]]] = {
             8_000,
             2_000,
             10,
-        )
+        ),
+        ("target_gym/Plane", OFF_POLICY_PLANE, 50_000, 5_000, 4),
     ],
     "TD3": [
         (
@@ -91,7 +98,8 @@ RUNS: dict[str, list[tuple[str, dict, int, int, int]]] = {
             10_000,
             2_500,
             10,
-        )
+        ),
+        ("target_gym/Plane", OFF_POLICY_PLANE, 50_000, 5_000, 4),
     ],
     "REDQ": [
         (
@@ -111,7 +119,10 @@ RUNS: dict[str, list[tuple[str, dict, int, int, int]]] = {
         ("Pendulum-v1", {"learning_starts": 1_000, "hidden_sizes": (64, 64)}, 20_000, 2_000, 10)
     ],
     "APO": [("Pendulum-v1", {}, 300_000, 100_000, 10)],
-    "AVG": [("Pendulum-v1", {"gamma": 0.9}, 100_000, 10_000, 10)],
+    "AVG": [
+        ("Pendulum-v1", {"gamma": 0.9}, 100_000, 10_000, 10),
+        ("target_gym/Plane", PLANE, 100_000, 10_000, 4),
+    ],
     "APG": [("ajax/PendulumTracking-v0", {}, 200_000, 50_000, 20)],
     "UDRL": [("CartPole-v1", {}, 200_000, 25_000, 10)],
     "TDMPC2": [("Pendulum-v1", {"size": "cpu"}, 15_000, 1_000, 5)],

@@ -54,6 +54,21 @@ class ObservationReward(_Probe):
         return obs[0], jnp.asarray(True), obs
 
 
+class FarObservationReward(ObservationReward):
+    """:class:`ObservationReward` seen as ``1000 + 100 obs``, as an altitude in metres is:
+    an agent must standardise the observation before its networks can read the sign."""
+
+    observation_space = Box(np.full(1, 900.0), np.full(1, 1100.0), (1,))
+
+    def reset(self, key):
+        state, obs = super().reset(key)
+        return state, 1000.0 + 100.0 * obs
+
+    def step(self, key, state, action):
+        state, obs, *rest = super().step(key, state, action)
+        return state, 1000.0 + 100.0 * obs, *rest
+
+
 class TwoStep(_Probe):
     """Obs 1 then obs -1, reward +1 only at the end of the second step: V(1) = gamma,
     V(-1) = 1. Tests discounting and credit assignment across a step."""

@@ -8,7 +8,13 @@ import pytest
 
 from ajax import AVG, REDQ, SAC, TD3
 
-from .probes import ActionReward, ConstantReward, ObservationReward, TwoStep
+from .probes import (
+    ActionReward,
+    ConstantReward,
+    FarObservationReward,
+    ObservationReward,
+    TwoStep,
+)
 
 # Small networks, a larger step size and faster targets: the probes are tiny problems.
 SMALL = dict(
@@ -116,3 +122,28 @@ def test_policy_finds_the_rewarded_action(name):
         return
     np.testing.assert_allclose(q[..., 0], 1.0, atol=0.15)
     np.testing.assert_allclose(q[..., 1], -3.0, atol=0.3)
+
+
+@pytest.mark.parametrize("name", ["SAC", "TD3"])
+def test_normalised_observations_far_from_unit_scale_are_read(name):
+    """Observations of 900 and 1100 (rewards -1 and +1): with ``normalize_observations`` the
+    networks see them standardised, as ``result.observe`` shows, and the critics read them."""
+    agent = AGENTS[name](
+        env_id=FarObservationReward(continuous=True),
+        n_envs=2,
+        normalize_observations=True,
+        **SMALL,
+        **NO_ENTROPY.get(name, {}),
+    )
+    result = agent.train(seed=[0, 1], n_timesteps=STEPS[name])
+    # Each seed's view of 1100 and 900: [seeds, 2, 1].
+    seen = jnp.stack([result.observe(jnp.asarray([raw])) for raw in (1100.0, 900.0)], axis=1)
+    np.testing.assert_allclose(seen[..., 0], [[1.0, -1.0]] * 2, atol=0.1)
+    # Read at the policy's own action, where the buffer's rows are: the reward ignores the
+    # action. Unnormalised, both read about 0 (-0.2 to 0.5 on 4 seeds); normalised, within
+    # 0.08 of the rewards on 4 seeds.
+    q = jax.vmap(lambda p, obs: agent.q_values(p, obs, agent.policy(p, obs).mode()))(
+        result.state.params, seen
+    )
+    np.testing.assert_allclose(q[..., 0], 1.0, atol=0.15)
+    np.testing.assert_allclose(q[..., 1], -1.0, atol=0.15)

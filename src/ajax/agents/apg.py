@@ -40,7 +40,6 @@ from ajax.acting import EnvCursor, PolicyFn, episode_metrics, rollout
 from ajax.agents.base import Agent, hyperparameter
 from ajax.agents.on_policy import OnPolicyState
 from ajax.envs import Box, Env
-from ajax.envs.wrappers import NormalizeObservation
 from ajax.nn import MLP, MLPHead, TanhNormal
 from ajax.updates import optimizer_step
 
@@ -126,9 +125,6 @@ class APG(Agent):
     @property
     def steps_per_iteration(self) -> int:
         return self.n_envs * self.config.horizon
-
-    def wrap_env(self, env: Env) -> Env:
-        return NormalizeObservation(env) if self.config.normalize_observations else env
 
     def policy(self, params: dict[str, Any], obs: jax.Array) -> TanhNormal:
         """The tanh-squashed Gaussian at ``obs``, in ``[-1, 1]``."""

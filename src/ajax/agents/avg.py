@@ -46,7 +46,6 @@ from flax import struct
 from ajax.acting import EnvCursor, actor_step, episode_metrics
 from ajax.agents.base import Agent, hyperparameter
 from ajax.envs import Box, Env
-from ajax.envs.wrappers import NormalizeObservation
 from ajax.nn import MLP, MLPHead, TanhNormal
 from ajax.updates import optimizer_step
 
@@ -190,9 +189,6 @@ class AVG(Agent):
             name: optax.adam(lr, b1=c.adam_b1, b2=c.adam_b2)
             for name, lr in (("actor", c.actor_learning_rate), ("critic", c.critic_learning_rate))
         }
-
-    def wrap_env(self, env: Env) -> Env:
-        return NormalizeObservation(env) if self.config.normalize_observations else env
 
     def policy(self, params: dict[str, Any], obs: jax.Array) -> TanhNormal:
         """The tanh-squashed Gaussian at ``obs``, in ``[-1, 1]``."""

@@ -58,7 +58,7 @@ import jax
 
 from ajax.acting import EnvCursor
 from ajax.envs import Box, Discrete, Env, make_env
-from ajax.envs.wrappers import copies
+from ajax.envs.wrappers import NormalizeObservation, copies
 from ajax.nn.mlp import ACTIVATIONS, flatten_obs
 
 
@@ -259,6 +259,11 @@ class Agent(abc.ABC):
         return self.n_envs
 
     def wrap_env(self, env: Env) -> Env:
+        """The agent's own wrappers on its copies: running observation standardisation
+        (:class:`ajax.envs.wrappers.NormalizeObservation`) for every agent whose config has
+        ``normalize_observations`` set."""
+        if getattr(self.config, "normalize_observations", False):
+            return NormalizeObservation(env)
         return env
 
     def env_copies(self, num_envs: int) -> Env:

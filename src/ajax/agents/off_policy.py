@@ -48,6 +48,13 @@ class OffPolicyConfig(ReplayConfig):
     n_critics: int = hyperparameter(
         2, "critics in the ensemble; SAC paper (two, clipped double Q).", low=1
     )
+    normalize_observations: bool = hyperparameter(
+        False,
+        "running observation standardisation, for observations far from unit scale (the "
+        "papers' tasks need none). The replay buffer keeps observations as normalised when "
+        "collected, as with gymnasium's NormalizeObservation wrapper; SB3's VecNormalize "
+        "instead stores raw ones and normalises each sample with the current statistics.",
+    )
 
 
 @struct.dataclass

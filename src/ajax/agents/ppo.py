@@ -24,7 +24,7 @@ from ajax.acting import PolicyFn, Transition
 from ajax.agents.base import hyperparameter
 from ajax.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyState
 from ajax.envs import Box, Discrete, Env
-from ajax.envs.wrappers import NormalizeObservation, NormalizeReward
+from ajax.envs.wrappers import NormalizeReward
 from ajax.minibatches import merge_steps
 from ajax.nn import MLP, Categorical, MLPHead, Normal
 from ajax.returns import gae
@@ -125,8 +125,7 @@ class PPO(OnPolicyAgent):
         return optax.scale_by_adam(eps=1e-5)
 
     def wrap_env(self, env: Env) -> Env:
-        if self.config.normalize_observations:
-            env = NormalizeObservation(env)
+        env = super().wrap_env(env)
         if self.config.normalize_rewards:
             env = NormalizeReward(env, self.config.gamma)
         return env
