@@ -156,8 +156,7 @@ class ReplayAgent(Agent):
         if update_calls is None:
             state, metrics = self._update(state)
         else:
-            _, shapes = jax.eval_shape(self._update, state)
-            zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+            zeros = jax.tree.map(jnp.zeros_like, jax.eval_shape(self._update, state)[1])
             state, metrics = jax.lax.fori_loop(
                 0, update_calls, lambda _, carry: self._update(carry[0]), (state, zeros)
             )

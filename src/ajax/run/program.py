@@ -98,7 +98,7 @@ def segment_program(agent: Any, train_env: Any, num_episode_test: int | None) ->
 
         iteration = jax.jit(iterate)
         _, metric_shapes = jax.eval_shape(iteration, state, first)
-        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
+        zeros = jax.tree.map(jnp.zeros_like, metric_shapes)
         names = watched_metrics(metric_shapes)
         learn_step = checked_iteration(iteration, names)
         start_params = state.params
