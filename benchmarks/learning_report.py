@@ -178,21 +178,15 @@ def report(
     if steps is not None:
         n_timesteps, every = steps, max(steps // 4, 1)
     agent = ajax.AGENTS[name](env_id=env_id, **settings)
-    if run_dir is None:
-        started = time.perf_counter()
-        with tempfile.TemporaryDirectory() as log_dir:
-            result = agent.train(
-                seed=list(range(seeds)),
-                n_timesteps=n_timesteps,
-                num_episode_test=episodes,
-                logging_config=ajax.LoggingConfig(log_frequency=every, log_dir=log_dir),
-            )
-        ledger = {"commits": [COMMIT], "wall_s": time.perf_counter() - started}
-    else:
+    with tempfile.TemporaryDirectory() as scratch:
         logging = ajax.LoggingConfig(
-            log_frequency=every, log_dir=run_dir, run_name=f"{name}_{env_id.replace('/', '-')}"
+            log_frequency=every,
+            log_dir=scratch if run_dir is None else run_dir,
+            run_name=f"{name}_{env_id.replace('/', '-')}",
         )
-        result, ledger = resumable(agent, seeds, n_timesteps, episodes, logging)
+        result, ledger = resumable(
+            agent, seeds, n_timesteps, episodes, logging, run_dir is not None
+        )
     returns = np.asarray(result.evaluations["episode_return"], np.float64)
     low, high = iqm_interval(returns[:, -1])
     curve_low, curve_high = iqm_interval(returns[:, None])
@@ -225,12 +219,17 @@ def report(
 
 
 def resumable(
-    agent: object, seeds: int, n_timesteps: int, episodes: int, logging: ajax.LoggingConfig
+    agent: object,
+    seeds: int,
+    n_timesteps: int,
+    episodes: int,
+    logging: ajax.LoggingConfig,
+    checkpointed: bool,
 ) -> tuple[ajax.TrainResult, dict]:
-    """Train with a checkpoint at every evaluation, or continue from the latest one that a
-    killed report left in the run's directory. Also returns the run's ledger, kept beside its
-    logs: the commit of each part and the wall time summed over them, written after every
-    segment so that a kill loses at most one segment's time."""
+    """Train, ``checkpointed`` at every evaluation, or continue from the latest checkpoint
+    that a killed report left in the run's directory. Also returns the run's ledger, kept
+    beside its logs: the commit of each part and the wall time summed over them, written
+    after every segment so that a kill loses at most one segment's time."""
     directory = Path(logging.log_dir) / logging.run_name
     path = directory / "report_ledger.json"
     ledger = json.loads(path.read_text()) if path.exists() else {"commits": [], "wall_s": 0.0}
@@ -241,23 +240,29 @@ def resumable(
         ledger["wall_s"] = spent + time.perf_counter() - started
         path.write_text(json.dumps(ledger))
 
-    try:
-        latest_checkpoint(directory)
-    except FileNotFoundError:  # a first part, or one killed before its first checkpoint
-        result = None
-    else:
+    if checkpointed and has_checkpoint(directory):
         result = ajax.resume(directory, agent=agent, progress=record)
-    if result is None:
+    else:
         result = agent.train(
             seed=list(range(seeds)),
             n_timesteps=n_timesteps,
             num_episode_test=episodes,
             logging_config=logging,
-            checkpoint=ajax.CheckpointConfig(every=1, keep=1),
+            checkpoint=ajax.CheckpointConfig(every=1, keep=1) if checkpointed else None,
             progress=record,
         )
     record()
     return result, ledger
+
+
+def has_checkpoint(directory: Path) -> bool:
+    """Whether a run directory holds a complete checkpoint: none in a first part, or in one
+    killed before its first evaluation."""
+    try:
+        latest_checkpoint(directory)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def table(path: str) -> str:
