@@ -268,13 +268,16 @@ def test_threefry_is_unrolled_in_the_block_alone_and_draws_the_same_numbers():
     # The premise: JAX lowers the hash for the CPU as a loop.
     assert _loops(lambda k: jax.random.split(k, 3), key) > 0
     rolled = jax.jit(draws)(key)
-    with unrolled_threefry():
+    with unrolled_threefry(DQN(env_id="CartPole-v1")):
         assert _loops(lambda k: jax.random.split(k, 4), key) == 0
         unrolled = jax.jit(lambda k: draws(k))(key)
     for a, b in zip(rolled, unrolled, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert threefry2x32_p in mlir._platform_specific_lowerings["cpu"], "put back after"
     assert _loops(lambda k: jax.random.split(k, 5), key) > 0
+    # TD-MPC2's entry keeps JAX's loop: the block leaves its programs alone.
+    with unrolled_threefry(AGENTS["TDMPC2"](env_id="Pendulum-v1")):
+        assert _loops(lambda k: jax.random.split(k, 6), key) > 0
 
 
 def _threefry_functions(module_text: str) -> list[str]:
@@ -348,7 +351,7 @@ def _lowered_segment(agent, tuned: bool) -> str:
     state = jax.eval_shape(lambda: agent.init(seed_key(np.uint32(0)), env, 4))
     health = {k: v[0] for k, v in initial_health(1).items()}
     segment = jax.jit(segment_program(agent, env, None))
-    blocks = (unrolled_threefry(), weight_gradients_for(agent)) if tuned else ()
+    blocks = (unrolled_threefry(agent), weight_gradients_for(agent)) if tuned else ()
     with contextlib.ExitStack() as stack:
         for block in blocks:
             stack.enter_context(block)

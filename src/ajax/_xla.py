@@ -16,7 +16,8 @@ bit, except where a product's summation order changes); the design notes in
   contraction written inputs first so that it comes out in the kernel's order.
 - **Threefry unrolled** (:func:`unrolled_threefry`): JAX lowers the hash's 20 rounds on the
   CPU as a loop, whose carry copies cost more than they save in programs of many small
-  random calls. The numbers drawn are the same.
+  random calls. The numbers drawn are the same. Not for an agent whose entry says so
+  (TD-MPC2): there the unrolled hash of large draws is fused into each of their uses.
 - **The initialisation at O0** (:func:`compiler_options` with ``runs_once``): it runs once,
   in milliseconds, so a shorter compile beats faster code.
 - **The optimiser over one vector** (:func:`tuned_optimizer`): through narrow networks an
@@ -113,6 +114,8 @@ class AgentTuning:
     kernel_order_gradients: bool = False
     #: The widest layer at which its optimiser runs over one vector (:func:`tuned_optimizer`).
     flat_optimizer_max_width: float = 0
+    #: Whether its segment hashes Threefry unrolled (:func:`unrolled_threefry`).
+    unrolled_threefry: bool = True
 
 
 _CRITICS = AgentTuning(
@@ -126,14 +129,18 @@ _CRITICS = AgentTuning(
 #: ensemble, batches of 64) measured slower in both YNNPACK and the kernel's order. TD-MPC2's
 #: products go to Eigen at any width: under the seeds' vmap YNNPACK also takes its many small
 #: reductions (LayerNorm, two-hot), which then ran several times slower, and its update with
-#: them (its width, 64 at "cpu", is its preset's, not a ``hidden_sizes``).
+#: them (its width, 64 at "cpu", is its preset's, not a ``hidden_sizes``). Its Threefry stays
+#: JAX's loop: unrolled, the hash of its Q-functions' dropout masks was fused into the update's
+#: backward pass and computed there again, in transposing copies, about a fifth of its run.
 TUNING: dict[str, AgentTuning] = {
     "SAC": _CRITICS,
     "TD3": _CRITICS,
     "PQN": AgentTuning(ynnpack_max_width_avx512=math.inf, kernel_order_gradients=True),
     "AVG": AgentTuning(ynnpack_max_width=math.inf, ynnpack_max_width_avx512=math.inf),
     "UDRL": AgentTuning(flat_optimizer_max_width=64),
-    "TDMPC2": AgentTuning(ynnpack_max_width=-math.inf, ynnpack_max_width_avx512=-math.inf),
+    "TDMPC2": AgentTuning(
+        ynnpack_max_width=-math.inf, ynnpack_max_width_avx512=-math.inf, unrolled_threefry=False
+    ),
 }
 
 
@@ -237,14 +244,17 @@ def _cpu_lowering_rules() -> tuple[dict, Any] | None:
 
 
 @contextlib.contextmanager
-def unrolled_threefry() -> Iterator[None]:
-    """Within the block, JAX lowers Threefry for the CPU unrolled, as for other platforms.
+def unrolled_threefry(agent: Any) -> Iterator[None]:
+    """Within the block, JAX lowers Threefry for the CPU unrolled, as for other platforms, for
+    ``agent``'s programs.
 
     JAX registers the unrolled lowering for every platform and the rolled loop as the CPU's
     own; the block takes the CPU's away, so the common rule applies, and puts it back after.
-    A no-op with the tuning off, or where JAX's rules cannot be reached.
+    A no-op with the tuning off, where ``agent``'s entry keeps the loop, or where JAX's rules
+    cannot be reached.
     """
-    rules = _cpu_lowering_rules() if applies("unrolled_threefry") else None
+    wanted = applies("unrolled_threefry") and tuning_of(agent).unrolled_threefry
+    rules = _cpu_lowering_rules() if wanted else None
     if rules is None:
         yield
         return

@@ -80,7 +80,7 @@ class Policy:
         obs = jax.ShapeDtypeStruct(self._batch_shape, jnp.float32)
         flag, reward = jax.ShapeDtypeStruct((), jnp.bool_), jax.ShapeDtypeStruct((), jnp.float32)
         program = jax.jit(step, compiler_options=compiler_options(agent))
-        with unrolled_threefry():
+        with unrolled_threefry(agent):
             self._step = program.lower(
                 self._params, self._env_state, obs, self._initial, flag, reward, self._key
             ).compile()

@@ -186,7 +186,7 @@ class TrainResult:
                 compiler_options=compiler_options(self.agent),
             )
             self._programs[deterministic] = program
-        with unrolled_threefry():
+        with unrolled_threefry(self.agent):
             action, carry = program(
                 self.state.params, self.state.cursor.env_state, obs, carry, start, earned, keys
             )
@@ -377,7 +377,7 @@ def episode_returns(result: TrainResult, num_episodes: int = 20, seed: int = 0) 
         return returns
 
     program = jax.jit(jax.vmap(one, axis_name=SEED_AXIS), compiler_options=compiler_options(agent))
-    with unrolled_threefry():
+    with unrolled_threefry(agent):
         return np.asarray(program(result.state, keys))
 
 

@@ -209,7 +209,7 @@ def _play(
         return states, final.returns, final.lengths
 
     program = jax.jit(play, compiler_options=compiler_options(agent))
-    with unrolled_threefry():
+    with unrolled_threefry(agent):
         played = program(state.params, state.cursor.env_state, key)
     return jax.device_get(played)
 

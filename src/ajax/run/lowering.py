@@ -156,7 +156,7 @@ def lower_run(
         )
         args = (share_shape, initial_health(share), run_seeds[:share], share_values)
         args += (np.int32(0), np.int32(0))
-        with unrolled_threefry(), weight_gradients_for(agent):
+        with unrolled_threefry(agent), weight_gradients_for(agent):
             return _program_cache.export(segment, *args)
 
     health = initial_health(places)
