@@ -41,7 +41,8 @@ from ajax._xla import (
 from ajax.critics import QEnsemble
 from ajax.nn import MLP, dense
 from ajax.run.health import initial_health
-from ajax.run.plan import seed_key
+from ajax.run.lowering import lower_run
+from ajax.run.plan import plan_run, seed_key
 from ajax.run.program import segment_program
 
 from .states import SMALL
@@ -342,6 +343,20 @@ def test_every_program_of_a_run_is_compiled_with_the_agents_choices(monkeypatch,
         assert _threefry_functions(module) and not _rolled(module)
     assert _rolled(init)
     assert "__ynn_fusion" in jax.jit(lambda x: x @ x).lower(jnp.ones((64, 64))).compile().as_text()
+
+
+def test_a_tdmpc2_runs_segment_keeps_jaxs_rolled_hash_and_a_dqns_is_unrolled(monkeypatch):
+    """The agents' choices reach the program ``train`` compiles: lowered by ``lower_run``."""
+    monkeypatch.setenv("AJAX_NO_COMPILE_CACHE", "1")
+    rolled = {}
+    for name in ("TDMPC2", "DQN"):
+        env_id, settings = SMALL[name]
+        agent = AGENTS[name](env_id=env_id, n_envs=2, **settings)
+        plan = plan_run(agent, 4 * agent.steps_per_iteration, None)
+        segment = lower_run(agent, [0], plan, 0, evaluate=False).segment.as_text()
+        assert _threefry_functions(segment), name
+        rolled[name] = _rolled(segment)
+    assert rolled == {"TDMPC2": True, "DQN": False}
 
 
 def _lowered_segment(agent, tuned: bool) -> str:
