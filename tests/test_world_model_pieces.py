@@ -28,16 +28,28 @@ def test_symlog_is_symexps_inverse_and_the_identity_near_zero():
     np.testing.assert_allclose(symlog(-VALUES), -symlog(VALUES))
 
 
-def test_dreamers_bins_are_symmetric_about_an_exact_zero():
+def test_dreamers_bins_span_symexp_of_twenty():
     bins = np.asarray(symexp_bins().values)
-    assert bins.shape == (255,) and bins[127] == 0.0
-    np.testing.assert_array_equal(bins[:127], -bins[128:][::-1])
+    assert bins.shape == (255,)
     np.testing.assert_allclose(bins[-1], np.expm1(20.0), rtol=1e-6)
-    assert np.all(np.diff(bins) > 0)
+
+
+@pytest.mark.parametrize(("layout", "n"), [(symexp_bins, 255), (symlog_bins, 101)])
+def test_bins_are_symmetric_about_an_exact_zero_and_decode_their_mean(layout, n):
+    bins = layout()
+    values = np.asarray(bins.values)
+    half = n // 2
+    assert values.shape == (n,) and values[half] == 0.0 and np.all(np.diff(values) > 0)
+    np.testing.assert_array_equal(values[:half], -values[half + 1 :][::-1])
     # Uniform probabilities over symmetric bins predict exactly zero.
-    assert float(symexp_bins().decode(jnp.zeros(255))) == 0.0
+    assert float(bins.decode(jnp.zeros(n))) == 0.0
+    # The folded product is the mean of the bins under the softmax.
+    logits = jax.random.normal(jax.random.key(3), (6, n)) * 3.0
+    mean = (np.asarray(jax.nn.softmax(logits)) * values).sum(-1)
+    want = np.sign(mean) * np.expm1(np.abs(mean)) if bins.symlog_targets else mean
+    np.testing.assert_allclose(bins.decode(logits), want, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="odd"):
-        symexp_bins(256)
+        layout(n + 1)
 
 
 @pytest.mark.parametrize("layout", [symexp_bins, symlog_bins])
@@ -76,6 +88,9 @@ def test_the_loss_gradient_does_not_grow_with_the_target(layout):
     bins = layout()
     logits = jax.random.normal(jax.random.key(0), (len(bins.values),))
     for target in (1.0, 1e4):
+        # The cross-entropy to the two-hot encoding, without forming it.
+        cross_entropy = -(bins.encode(jnp.float32(target)) * jax.nn.log_softmax(logits)).sum()
+        np.testing.assert_allclose(bins.loss(logits, jnp.float32(target)), cross_entropy, rtol=1e-5)
         grad = jax.grad(bins.loss)(logits, jnp.float32(target))
         # d/dlogits of the cross-entropy: softmax minus the two-hot weights.
         want = jax.nn.softmax(logits) - bins.encode(jnp.float32(target))
@@ -303,6 +318,16 @@ def test_unimix_keeps_one_percent_uniform_and_samples_pass_probabilities_gradien
     grad = jax.grad(lambda x: (straight_through_sample(jax.random.key(0), x) * weights).sum())
     want = jax.grad(lambda x: (jax.nn.softmax(x) * weights).sum())
     np.testing.assert_allclose(grad(jnp.zeros(4)), want(jnp.zeros(4)), rtol=1e-6)
+
+
+def test_samples_of_the_latents_follow_their_probabilities():
+    probs = jnp.array([0.1, 0.6, 0.0, 0.3])
+    logits = jnp.broadcast_to(jnp.log(probs), (20_000, 4))
+    samples = np.asarray(straight_through_sample(jax.random.key(5), logits))
+    assert set(np.unique(samples)) == {0.0, 1.0} and (samples.sum(-1) == 1.0).all()
+    # Within 4 standard errors of each class's probability; the impossible class never drawn.
+    np.testing.assert_allclose(samples.mean(0), probs, atol=4 * np.sqrt(0.25 / 20_000))
+    assert samples[:, 2].sum() == 0
 
 
 def test_tdmpc2s_discount_grows_with_the_episode():

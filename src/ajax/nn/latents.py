@@ -19,10 +19,13 @@ def unimix_logits(logits: jax.Array, mix: float = 0.01) -> jax.Array:
 
 def straight_through_sample(key: jax.Array, logits: jax.Array) -> jax.Array:
     """A one-hot sample of each categorical variable, whose gradient is that of the
-    probabilities (the straight-through estimator, Bengio et al. 2013)."""
-    index = jax.random.categorical(key, logits, axis=-1)
-    one_hot = jax.nn.one_hot(index, logits.shape[-1], dtype=logits.dtype)
+    probabilities (the straight-through estimator, Bengio et al. 2013). Each variable is
+    drawn by inverting its cumulative probabilities at one uniform number, where Gumbel-max
+    (``jax.random.categorical``) hashes and takes two logarithms of one per class."""
     probs = jax.nn.softmax(logits, axis=-1)
+    uniform = jax.random.uniform(key, (*logits.shape[:-1], 1))
+    index = jnp.sum(jnp.cumsum(probs, axis=-1)[..., :-1] < uniform, axis=-1)
+    one_hot = jax.nn.one_hot(index, logits.shape[-1], dtype=logits.dtype)
     return jax.lax.stop_gradient(one_hot - probs) + probs
 
 
