@@ -61,7 +61,7 @@ def test_ynnpack_is_off_for_wide_networks_but_avgs_and_a_user_choice_wins(monkey
     assert compiler_options(PPO(env_id="CartPole-v1")) is None  # 64 units
     assert compiler_options(AVG(env_id="Pendulum-v1")) is None  # 256 units, a batch of one
     assert compiler_options(AGENTS["TDMPC2"](env_id="Pendulum-v1")) == NO_YNNPACK  # any width
-    assert compiler_options(AGENTS["DreamerV3"](env_id="CartPole-v1")) is None
+    assert compiler_options(AGENTS["DreamerV3"](env_id="CartPole-v1")) == NO_YNNPACK
     assert compiler_options(DQN(env_id="CartPole-v1"), runs_once=True) == ONCE
     assert compiler_options(AVG(env_id="Pendulum-v1"), runs_once=True) == {BACKEND_OPT_LEVEL: 0}
     monkeypatch.setenv("XLA_FLAGS", f"--{YNN_FUSIONS}=+dot --{BACKEND_OPT_LEVEL}=3")
