@@ -56,11 +56,12 @@ def test_the_imagined_rollout_has_its_shapes_at_every_size(size):
         lambda key: agent._init_params(key, jnp.zeros((4, 4))), jax.random.key(0)
     )
     start = (jnp.zeros((starts, p.deter)), jnp.zeros((starts, p.stoch, p.classes)))
-    feats, actions = jax.eval_shape(
+    feats, actions, last = jax.eval_shape(
         lambda params: agent._imagine(params, start, jax.random.key(1)), params
     )
-    assert feats.shape == (horizon + 1, starts, p.deter + p.stoch * p.classes)
-    assert actions.shape == (horizon + 1, starts) and actions.dtype == jnp.int32
+    assert feats.shape == (horizon, starts, p.deter + p.stoch * p.classes)
+    assert last.shape == feats.shape[1:]
+    assert actions.shape == (horizon, starts) and actions.dtype == jnp.int32
 
 
 def test_a_sequence_starts_from_the_zero_state_and_again_after_each_episode_end():

@@ -611,9 +611,11 @@ class DreamerV3(ReplayAgent):
 
     def _imagine(
         self, params: dict[str, Any], start: tuple[jax.Array, jax.Array], key: jax.Array
-    ) -> tuple[jax.Array, jax.Array]:
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """``imagination_horizon`` steps of the prior from ``start`` (latents ``[N, ...]``)
-        under the actor: the features ``[H + 1, N, F]`` and actions ``[H + 1, N, ...]``."""
+        under the actor: the features ``[H, N, F]`` of the latents acted at and the actions
+        ``[H, N, ...]`` taken there, and the last latent's features ``[N, F]``, kept apart so
+        that the rollout's features are never copied into one array with it."""
 
         def one_step(latent, key):
             action_key, latent_key = jax.random.split(key)
@@ -623,14 +625,9 @@ class DreamerV3(ReplayAgent):
             logits = self._model(params, WorldModel.prior, deter)
             return (deter, straight_through_sample(latent_key, logits)), (feat, action)
 
-        keys = jax.random.split(key, self.config.imagination_horizon + 1)
-        last, (feats, actions) = jax.lax.scan(one_step, start, keys[:-1])
-        last_feat = features(last)
-        last_action = self._actor(params["actor"], last_feat).sample(keys[-1])
-        return (
-            jnp.concatenate([feats, last_feat[None]]),
-            jnp.concatenate([actions, last_action[None]]),
-        )
+        keys = jax.random.split(key, self.config.imagination_horizon)
+        last, (feats, actions) = jax.lax.scan(one_step, start, keys)
+        return feats, actions, features(last)
 
     def _actor_critic_loss(
         self,
@@ -645,26 +642,30 @@ class DreamerV3(ReplayAgent):
         start's lambda-return ``[N]``, the return scale updated by this batch, and metrics."""
         c = self.config
         stop = jax.lax.stop_gradient
-        feats, actions = self._imagine(stop(params), stop(start), key)
-        reward_logits, cont_logit = self._model(stop(params), WorldModel.predict, feats)
-        reward, cont = self._bins().decode(reward_logits), jax.nn.sigmoid(cont_logit)
-        value_logits, value = self._value(params["critic"], feats)
-        value, slow_value = stop(value), self._value(slow_critic, feats)[1]
+        feats, actions, last = self._imagine(stop(params), stop(start), key)
+
+        def predicted(feat: jax.Array) -> tuple[jax.Array, jax.Array]:
+            reward_logits, cont_logit = self._model(stop(params), WorldModel.predict, feat)
+            return self._bins().decode(reward_logits), jax.nn.sigmoid(cont_logit)
+
+        # Reward, continue and value at every latent of the rollout, the last one's appended.
+        with_last = lambda rollout, at_last: jnp.concatenate([rollout, at_last[None]])  # noqa: E731
+        reward, cont = jax.tree.map(with_last, predicted(feats), predicted(last))
+        logits, value = self._value(params["critic"], feats)
+        value = stop(with_last(value, self._value(params["critic"], last)[1]))
+        slow_value = self._value(slow_critic, feats)[1]
         ret = imagined_returns(reward, value, cont, c.lam)
         return_scale = return_scale.update(ret)
         advantage = (ret - value[:-1]) / return_scale.scale
         # A step's weight is the probability that the rollout is still in its episode there.
         weight = stop(jnp.cumprod(cont, axis=0))[:-1]
-        dist = self._actor(params["actor"], feats[:-1])
+        dist = self._actor(params["actor"], feats)
         entropy = dist.entropy()
         actor_loss = -jnp.mean(
-            weight * (dist.log_prob(actions[:-1]) * stop(advantage) + c.actor_entropy * entropy)
+            weight * (dist.log_prob(actions) * stop(advantage) + c.actor_entropy * entropy)
         )
         bins = self._bins()
-        logits = value_logits[:-1]
-        critic_loss = jnp.mean(
-            weight * (bins.loss(logits, ret) + bins.loss(logits, slow_value[:-1]))
-        )
+        critic_loss = jnp.mean(weight * (bins.loss(logits, ret) + bins.loss(logits, slow_value)))
         metrics = {
             "actor_loss": actor_loss,
             "critic_loss": critic_loss,
