@@ -30,8 +30,10 @@ def symexp(x: jax.Array) -> jax.Array:
 
 @struct.dataclass
 class TwoHotBins:
-    """Fixed, increasing bins and the squash applied to a target before it is placed among
-    them (and undone on the prediction)."""
+    """Fixed, increasing bins, symmetric about a middle bin of exactly 0 (as
+    :func:`symexp_bins` and :func:`symlog_bins` build them; :meth:`decode` relies on it), and
+    the squash applied to a target before it is placed among them (and undone on the
+    prediction)."""
 
     values: jax.Array
     symlog_targets: bool = struct.field(pytree_node=False, default=False)
