@@ -129,9 +129,16 @@ def test_simnorm_groups_are_simplices():
 
 
 def test_mish_is_x_tanh_softplus():
-    x = np.array([-3.0, 0.0, 1.0, 4.0], np.float32)
-    want = x * np.tanh(np.log1p(np.exp(x)))
-    np.testing.assert_allclose(ACTIVATIONS["mish"](jnp.asarray(x)), want, rtol=1e-6)
+    """The one-exponential form against the definition, in float64, from far below 0 to
+    far past the cap (no overflow, no NaN), values and gradients."""
+    x = np.concatenate([np.linspace(-60.0, 60.0, 2001), [-1e4, 1e4]]).astype(np.float32)
+    x64 = x.astype(np.float64)
+    want = x64 * np.tanh(np.logaddexp(0.0, x64))
+    got = np.asarray(jax.jit(ACTIVATIONS["mish"])(x))
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-30)
+    grad = np.asarray(jax.jit(jax.vmap(jax.grad(ACTIVATIONS["mish"])))(x))
+    t, sig = np.tanh(np.logaddexp(0.0, x64)), 0.5 * (1.0 + np.tanh(0.5 * x64))
+    np.testing.assert_allclose(grad, t + x64 * (1.0 - t**2) * sig, rtol=1e-5, atol=1e-6)
 
 
 def test_a_sampled_run_keeps_its_first_episode_through_its_end():
