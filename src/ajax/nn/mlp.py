@@ -17,8 +17,8 @@ def mish(x: jax.Array) -> jax.Array:
     """``x tanh(softplus(x))`` (Misra 2019), TD-MPC2's activation, with one exponential: for
     ``e = exp(x)``, ``tanh(log(1 + e)) = n / (n + 2)`` where ``n = e (e + 2)``. The three
     transcendental functions of ``jax.nn.mish`` (exp, log1p, tanh) become one, which made
-    TD-MPC2's planning step, bound by its element-wise kernels, cheaper. Past ``x = 20`` the ratio is 1 in
-    float32, so the exponential is capped there rather than overflowing."""
+    TD-MPC2's planning step, bound by its element-wise kernels, cheaper. Past ``x = 20`` the
+    ratio is 1 in float32, so the exponential is capped there rather than overflowing."""
     e = jnp.exp(jnp.minimum(x, 20.0))
     n = e * (e + 2.0)
     return x * (n / (n + 2.0))
