@@ -279,12 +279,20 @@ def test_a_block_layer_gives_each_group_its_own_inputs_and_the_shared_ones():
     want = np.concatenate(
         [np.concatenate([x[:, 2 * k : 2 * k + 2], shared], -1) @ kernel[k] for k in range(3)], -1
     )
-    np.testing.assert_allclose(layer.apply(p, x, shared), want + np.arange(9.0), rtol=1e-5)
+    (out,) = layer.apply(p, x, shared)
+    np.testing.assert_allclose(out, want + np.arange(9.0), rtol=1e-5)
+    (out,) = layer.apply({"params": {"kernel": kernel[:, :2], "bias": np.zeros(9)}}, x)
     np.testing.assert_allclose(
-        layer.apply({"params": {"kernel": kernel[:, :2], "bias": np.zeros(9)}}, x),
+        out,
         np.concatenate([x[:, 2 * k : 2 * k + 2] @ kernel[k, :2] for k in range(3)], -1),
         rtol=1e-5,
     )
+    # In three parts: piece i of each group's three units, the groups in order.
+    pieces = BlockLinear(units=9, blocks=3, parts=3).apply(p, x, shared)
+    for i, piece in enumerate(pieces):
+        np.testing.assert_allclose(piece, (want + np.arange(9.0))[:, i::3], rtol=1e-5)
+    with pytest.raises(ValueError, match="divide evenly"):
+        BlockLinear(units=9, blocks=3, parts=2).init(jax.random.key(3), x, shared)
 
 
 def _numpy_kl(p_logits, q_logits):

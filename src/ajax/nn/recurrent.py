@@ -22,18 +22,25 @@ class BlockLinear(nn.Module):
     The shared part is one dense product and the block part one product batched over the
     groups, leading: the same sums as one product over a copy of the shared input in every
     group, which XLA's CPU backend ran about twice as slowly (PERFORMANCE_REPORT.md, "The
-    world models")."""
+    world models").
+
+    The output comes as ``parts`` arrays ``[..., units / parts]``: each group's units split
+    into ``parts`` equal pieces (the GRU's three gates), piece ``i`` of every group in the
+    groups' order. The two products are split before they are added, and the bias after:
+    XLA fused one sum over the whole output with the split into index arithmetic that ran
+    the GRU's gates about 2.5 times slower."""
 
     units: int
     blocks: int
+    parts: int = 1
 
     @nn.compact
-    def __call__(self, x: jax.Array, shared: jax.Array | None = None) -> jax.Array:
+    def __call__(self, x: jax.Array, shared: jax.Array | None = None) -> tuple[jax.Array, ...]:
         g = self.blocks
-        if x.shape[-1] % g or self.units % g:
+        if x.shape[-1] % g or self.units % (g * self.parts):
             raise ValueError(
                 f"BlockLinear splits {x.shape[-1]} inputs and {self.units} units into "
-                f"{g} blocks: both must divide evenly."
+                f"{g} blocks of {self.parts} parts: both must divide evenly."
             )
         own = x.shape[-1] // g
         n_shared = 0 if shared is None else shared.shape[-1]
@@ -43,12 +50,21 @@ class BlockLinear(nn.Module):
             nn.initializers.lecun_normal(in_axis=1, out_axis=2, batch_axis=(0,)),
             (g, own + n_shared, width),
         )
-        bias = self.param("bias", nn.initializers.zeros, (self.units,))
+        bias = self.param("bias", nn.initializers.zeros, (self.units,)).reshape(g, width)
         grouped = jnp.swapaxes(x.reshape(-1, g, own), 0, 1)
-        out = jnp.swapaxes(grouped @ kernel[:, :own], 0, 1).reshape(*x.shape[:-1], self.units)
+        batch = x.shape[:-1]
+        block = jnp.swapaxes(grouped @ kernel[:, :own], 0, 1).reshape(*batch, g, width)
         if shared is not None:
-            out = out + shared @ jnp.swapaxes(kernel[:, own:], 0, 1).reshape(n_shared, self.units)
-        return out + bias
+            whole = jnp.swapaxes(kernel[:, own:], 0, 1).reshape(n_shared, self.units)
+            from_shared = (shared @ whole).reshape(*batch, g, width)
+        piece = width // self.parts
+
+        def part(i: int) -> jax.Array:
+            cut = slice(i * piece, (i + 1) * piece)
+            out = block[..., cut] if shared is None else block[..., cut] + from_shared[..., cut]
+            return (out + bias[:, cut]).reshape(*batch, g * piece)
+
+        return tuple(part(i) for i in range(self.parts))
 
 
 class BlockGRU(nn.Module):
@@ -74,15 +90,10 @@ class BlockGRU(nn.Module):
             )
         x, shared = deter, inputs
         for _ in range(self.layers):
-            x = ACTIVATIONS[self.activation](
-                nn.RMSNorm(epsilon=1e-4)(BlockLinear(self.deter, g)(x, shared))
-            )
+            (x,) = BlockLinear(self.deter, g)(x, shared)
+            x = ACTIVATIONS[self.activation](nn.RMSNorm(epsilon=1e-4)(x))
             shared = None
-        width = self.deter // g
-        gates = BlockLinear(3 * self.deter, g)(x, shared).reshape(*deter.shape[:-1], g, 3 * width)
-        reset, candidate, update = (
-            part.reshape(deter.shape) for part in jnp.split(gates, 3, axis=-1)
-        )
+        reset, candidate, update = BlockLinear(3 * self.deter, g, parts=3)(x, shared)
         candidate = jnp.tanh(jax.nn.sigmoid(reset) * candidate)
         update = jax.nn.sigmoid(update - 1.0)
         return update * candidate + (1.0 - update) * deter
