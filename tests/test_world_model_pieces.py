@@ -150,7 +150,7 @@ def test_a_sampled_run_keeps_its_first_episode_through_its_end():
 def _distance_to(target):
     """The value of action sequences [n, horizon, A]: minus their squared distance to
     ``target`` at every step."""
-    return lambda actions: -((actions - target) ** 2).sum(axis=(1, 2))
+    return lambda actions, key: -((actions - target) ** 2).sum(axis=(1, 2))
 
 
 def test_mppi_alone_converges_to_the_best_action():
@@ -182,6 +182,20 @@ def test_mppi_takes_the_policys_proposal_when_it_is_the_best():
     np.testing.assert_allclose(action, target, atol=1e-6)
     with pytest.raises(ValueError, match="policy_samples < samples"):
         MPPI(samples=16, policy_samples=16)
+
+
+def test_every_refit_scores_with_a_fresh_key():
+    # TD-MPC2's value of a sequence is stochastic (the prior's last action, the Q pair); its
+    # reference draws it afresh at each refit, so one key reused would bias every refit alike.
+    seen = []
+
+    def value_of(actions, key):
+        jax.debug.callback(lambda k: seen.append(tuple(np.asarray(k))), jax.random.key_data(key))
+        return -(actions**2).sum(axis=(1, 2))
+
+    planner = MPPI(samples=16, policy_samples=0, elites=4, iterations=4)
+    planner.plan(value_of, jnp.zeros((3, 1)), jnp.zeros((0, 3, 1)), jax.random.key(0))
+    assert len(seen) == 4 and len(set(seen)) == 4
 
 
 def test_the_plan_moves_one_step_on_and_restarts_with_an_episode():

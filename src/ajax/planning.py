@@ -43,7 +43,7 @@ class MPPI:
 
     def plan(
         self,
-        value_of: Callable[[jax.Array], jax.Array],
+        value_of: Callable[[jax.Array, jax.Array], jax.Array],
         mean: jax.Array,
         policy_actions: jax.Array,
         key: jax.Array,
@@ -52,7 +52,8 @@ class MPPI:
         """The first action to take, and the refitted mean (the next step's warm start, after
         :func:`shifted`).
 
-        ``value_of(actions [samples, horizon, A]) -> [samples]`` scores sequences;
+        ``value_of(actions [samples, horizon, A], key) -> [samples]`` scores sequences, with
+        a fresh key at each refit (for a stochastic value such as TD-MPC2's);
         ``mean [horizon, A]`` is where the Gaussian starts; ``policy_actions [policy_samples,
         horizon, A]`` are the policy prior's proposals. The action is that of an elite drawn
         by weight, plus the Gaussian's first-step noise unless ``deterministic``."""
@@ -62,11 +63,12 @@ class MPPI:
 
         def refit(carry, iteration_key):
             mean, std, _, _ = carry
-            noise = jax.random.normal(iteration_key, (n, *mean.shape))
+            noise_key, value_key = jax.random.split(iteration_key)
+            noise = jax.random.normal(noise_key, (n, *mean.shape))
             actions = jnp.concatenate(
                 [policy_actions, jnp.clip(mean + std * noise, -1.0, 1.0)], axis=0
             )
-            value = jnp.nan_to_num(value_of(actions))
+            value = jnp.nan_to_num(value_of(actions, value_key))
             elite_value, elite = jax.lax.top_k(value, self.elites)
             elite_actions = actions[elite]
             score = jnp.exp(self.temperature * (elite_value - elite_value.max()))

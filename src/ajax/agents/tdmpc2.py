@@ -301,7 +301,7 @@ class TDMPC2(ReplayAgent):
     def _plan(self, params, z, mean, key, deterministic):
         """MPPI from one latent ``z``: the prior's proposals rolled through the model, then
         the planner's refits, scored by :meth:`_trajectory_value`."""
-        prior_key, value_key, plan_key = jax.random.split(key, 3)
+        prior_key, plan_key = jax.random.split(key)
         planner = self.planner
 
         def propose(latents, step_key):
@@ -314,7 +314,7 @@ class TDMPC2(ReplayAgent):
         _, proposals = jax.lax.scan(
             propose, latents, jax.random.split(prior_key, self.config.horizon), unroll=True
         )
-        value_of = lambda actions: self._trajectory_value(params, z, actions, value_key)  # noqa: E731
+        value_of = lambda actions, key: self._trajectory_value(params, z, actions, key)  # noqa: E731
         return planner.plan(value_of, mean, jnp.swapaxes(proposals, 0, 1), plan_key, deterministic)
 
     def _trajectory_value(self, params, z, actions, key):
