@@ -1,9 +1,12 @@
 """Bad input fails before compiling, with a message naming the problem and the fix."""
 
+import warnings
+
 import pytest
 
 from ajax import DQN, PPO, PQN, REDQ, SAC, TD3, UDRL, LoggingConfig
 from ajax.cli import main
+from ajax.run.plan import plan_run, warn_if_only_warmup
 
 
 @pytest.mark.parametrize(
@@ -122,6 +125,30 @@ def test_train_errors_come_before_compiling(agent, kwargs, message, monkeypatch)
     monkeypatch.setattr(jax, "jit", no_compile)
     with pytest.raises(ValueError, match=message):
         agent.train(**({"n_timesteps": 1024} | kwargs))
+
+
+def test_a_budget_within_the_warm_up_is_warned_of_before_compiling(monkeypatch):
+    # TD-MPC2's warm-up on a task of 10,000-step episodes is 50,000 steps: a short trial run
+    # would otherwise take only random steps, with nothing to say so.
+    agent = SAC(env_id="Pendulum-v1", learning_starts=1_000)
+    with pytest.warns(UserWarning, match=r"n_timesteps=1000 ends within SAC's warm-up") as seen:
+        warn_if_only_warmup(agent, 1_000, plan_run(agent, 1_000, None))
+    assert "Raise n_timesteps past 1000" in str(seen[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_if_only_warmup(agent, 1_001, plan_run(agent, 1_001, None))
+
+    # Through train, it comes before any compile and points at the caller's line.
+    def no_compile(*args, **kw):
+        raise AssertionError("compiled")
+
+    monkeypatch.setattr("jax.jit", no_compile)
+    with (
+        pytest.warns(UserWarning, match="warm-up") as seen,
+        pytest.raises(AssertionError, match="compiled"),
+    ):
+        agent.train(n_timesteps=500)
+    assert seen[0].filename == __file__
 
 
 def test_logging_config_must_be_a_logging_config(agent):

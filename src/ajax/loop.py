@@ -37,7 +37,7 @@ from ajax.logging.sinks import wandb_mode
 from ajax.result import TrainResult, env_class, env_spaces, environment_for
 from ajax.run.host import HostRun, Progress, divergences
 from ajax.run.lowering import lower_run, seeds_only
-from ajax.run.plan import RunPlan, check_positive_int, plan_run, seeds_of
+from ajax.run.plan import RunPlan, check_positive_int, plan_run, seeds_of, warn_if_only_warmup
 from ajax.run.supervise import RunInterrupted, interrupts
 from ajax.serialization import as_json
 from ajax.sweep import Sweep, SweepResult, configurations, place_values
@@ -99,6 +99,7 @@ def train(
             "and CheckpointConfig.every counts them."
         )
     plan = plan_run(agent, n_timesteps, logging_config)
+    warn_if_only_warmup(agent, n_timesteps, plan)
     _check_wandb(logging_config)
     directory = None
     if logging_config is not None:

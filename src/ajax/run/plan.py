@@ -4,6 +4,7 @@ segments, and the check that the run's state fits in memory, all before compilin
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,6 +83,21 @@ def plan_run(agent: Any, n_timesteps: int, logging_config: LoggingConfig | None)
     if logging_config is not None:
         per_segment = max(1, min(n_iterations, logging_config.log_frequency // per_iteration))
     return RunPlan(per_iteration, n_iterations, per_segment)
+
+
+def warn_if_only_warmup(agent: Any, n_timesteps: int, plan: RunPlan) -> None:
+    """Warn where a run's budget ends within the agent's warm-up (``learning_starts``), so
+    that it would compute no update: legal, but almost always a mistake, as where a default
+    warm-up scales with the task's episodes (TD-MPC2's five episodes). The warning points at
+    the caller of ``agent.train``."""
+    if plan.n_iterations <= agent.warmup_iterations:
+        warnings.warn(
+            f"n_timesteps={n_timesteps} ends within {agent.name}'s warm-up "
+            f"(learning_starts={agent.config.learning_starts}): every step of the run is "
+            f"random and no update is computed. Raise n_timesteps past "
+            f"{agent.warmup_iterations * plan.steps_per_iteration}, or lower learning_starts.",
+            stacklevel=4,
+        )
 
 
 def state_bytes(state_shape: Any) -> tuple[int, int]:
