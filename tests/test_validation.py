@@ -133,7 +133,11 @@ def test_a_budget_within_the_warm_up_is_warned_of_before_compiling(monkeypatch):
     agent = SAC(env_id="Pendulum-v1", learning_starts=1_000)
     with pytest.warns(UserWarning, match=r"n_timesteps=1000 ends within SAC's warm-up") as seen:
         warn_if_only_warmup(agent, 1_000, plan_run(agent, 1_000, None))
-    assert "Raise n_timesteps past 1000" in str(seen[0].message)
+    assert "Raise n_timesteps to at least 1001" in str(seen[0].message)
+    # Where an iteration is many steps, the first that updates ends past learning_starts.
+    wide = SAC(env_id="Pendulum-v1", n_envs=256, learning_starts=1_000)
+    with pytest.warns(UserWarning, match="to at least 1024"):
+        warn_if_only_warmup(wide, 1_000, plan_run(wide, 1_000, None))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warn_if_only_warmup(agent, 1_001, plan_run(agent, 1_001, None))

@@ -94,8 +94,9 @@ def warn_if_only_warmup(agent: Any, n_timesteps: int, plan: RunPlan) -> None:
         warnings.warn(
             f"n_timesteps={n_timesteps} ends within {agent.name}'s warm-up "
             f"(learning_starts={agent.config.learning_starts}): every step of the run is "
-            f"random and no update is computed. Raise n_timesteps past "
-            f"{agent.warmup_iterations * plan.steps_per_iteration}, or lower learning_starts.",
+            f"random and no update is computed. Raise n_timesteps to at least "
+            f"{(agent.warmup_iterations + 1) * plan.steps_per_iteration}, or lower "
+            f"learning_starts.",
             stacklevel=4,
         )
 
