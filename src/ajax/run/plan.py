@@ -1,5 +1,6 @@
 """A run's plan: its seeds and their keys, how a budget splits into iterations and
-segments, and the check that the run's state fits in memory, all before compiling."""
+segments, the warning of a budget that never updates, and the check that the run's state
+fits in memory, all before compiling."""
 
 from __future__ import annotations
 
