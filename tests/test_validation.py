@@ -101,6 +101,16 @@ def agent():
     return PPO(env_id="CartPole-v1", n_envs=4)
 
 
+@pytest.fixture
+def no_compiling(monkeypatch):
+    """``jax.jit`` raises, so that a check shown to come first came before any compile."""
+
+    def no_compile(*args, **kw):
+        raise AssertionError("train compiled before validating its inputs")
+
+    monkeypatch.setattr("jax.jit", no_compile)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -116,18 +126,12 @@ def agent():
         (dict(num_episode_test=0), r"num_episode_test must be a positive integer"),
     ],
 )
-def test_train_errors_come_before_compiling(agent, kwargs, message, monkeypatch):
-    import jax
-
-    def no_compile(*args, **kw):
-        raise AssertionError("train compiled before validating its inputs")
-
-    monkeypatch.setattr(jax, "jit", no_compile)
+def test_train_errors_come_before_compiling(agent, kwargs, message, no_compiling):
     with pytest.raises(ValueError, match=message):
         agent.train(**({"n_timesteps": 1024} | kwargs))
 
 
-def test_a_budget_within_the_warm_up_is_warned_of_before_compiling(monkeypatch):
+def test_a_budget_within_the_warm_up_is_warned_of_before_compiling(no_compiling):
     # TD-MPC2's warm-up on a task of 10,000-step episodes is 50,000 steps: a short trial run
     # would otherwise take only random steps, with nothing to say so.
     agent = SAC(env_id="Pendulum-v1", learning_starts=1_000)
@@ -143,10 +147,6 @@ def test_a_budget_within_the_warm_up_is_warned_of_before_compiling(monkeypatch):
         warn_if_only_warmup(agent, 1_001, plan_run(agent, 1_001, None))
 
     # Through train, it comes before any compile and points at the caller's line.
-    def no_compile(*args, **kw):
-        raise AssertionError("compiled")
-
-    monkeypatch.setattr("jax.jit", no_compile)
     with (
         pytest.warns(UserWarning, match="warm-up") as seen,
         pytest.raises(AssertionError, match="compiled"),
