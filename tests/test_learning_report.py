@@ -85,3 +85,23 @@ def test_a_killed_report_continues_its_run_exactly_and_sums_its_wall_time(tmp_pa
     assert got["returns"] == want["returns"] and got["final_iqm"] == want["final_iqm"]
     assert got["commit"] == learning_report.COMMIT and got["resumed_at"] == [got["commit"]]
     assert got["wall_s"] > round(ledger["wall_s"], 1)
+
+
+def test_the_report_and_every_agent_page_show_each_agents_newest_row():
+    """The figures on the pages are copied from ``benchmarks/results/learning.jsonl`` by
+    hand: each agent and task's newest row must be the one the report's summary table and
+    the agent's page quote (its final IQM with the interval, and in the report its commit)."""
+    newest = {}
+    for line in (ROOT / "benchmarks" / "results" / "learning.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        newest[(row["agent"], row["env"])] = row
+    report = (ROOT / "PERFORMANCE_REPORT.md").read_text()
+    stale = []
+    for (agent, env), row in newest.items():
+        low, high = row["final_interval"]
+        figure = f"{row['final_iqm']:.1f} [{low:.1f}, {high:.1f}]"
+        page = ROOT / "docs" / "agents" / f"{agent.lower()}.md"
+        in_report = any(figure in line and row["commit"] in line for line in report.splitlines())
+        if not in_report or figure not in page.read_text():
+            stale.append(f"{agent} on {env}: {figure} at {row['commit']}")
+    assert not stale, f"pages behind learning.jsonl: {stale}"
