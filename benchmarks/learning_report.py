@@ -265,15 +265,21 @@ def has_checkpoint(directory: Path) -> bool:
     return True
 
 
-def table(path: str) -> str:
-    """The newest row of each agent and task in ``path`` as a Markdown table: the table the
-    agent pages and the report's summary show."""
+def newest_rows(path: str | Path) -> dict[tuple[str, str], dict]:
+    """The newest row of each agent and task in ``path``, in the order they first appear."""
     import json
 
     newest: dict[tuple[str, str], dict] = {}
     for line in Path(path).read_text().splitlines():
         row = json.loads(line)
         newest[(row["agent"], row["env"])] = row
+    return newest
+
+
+def table(path: str) -> str:
+    """The newest row of each agent and task in ``path`` as a Markdown table: the table the
+    agent pages and the report's summary show."""
+    newest = newest_rows(path)
     lines = [
         "| agent | task | budget (steps) | seeds | final IQM [95% interval] | wall time | "
         "commit, date |",

@@ -87,14 +87,14 @@ def test_a_killed_report_continues_its_run_exactly_and_sums_its_wall_time(tmp_pa
     assert got["wall_s"] > round(ledger["wall_s"], 1)
 
 
-def test_the_report_and_every_agent_page_show_each_agents_newest_row():
+def test_the_report_and_every_agent_page_show_each_agents_newest_row(monkeypatch):
     """The figures on the pages are copied from ``benchmarks/results/learning.jsonl`` by
     hand: each agent and task's newest row must be the one the report's summary table and
     the agent's page quote (its final IQM with the interval, and in the report its commit)."""
-    newest = {}
-    for line in (ROOT / "benchmarks" / "results" / "learning.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        newest[(row["agent"], row["env"])] = row
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import learning_report
+
+    newest = learning_report.newest_rows(ROOT / "benchmarks" / "results" / "learning.jsonl")
     report = (ROOT / "PERFORMANCE_REPORT.md").read_text()
     stale = []
     for (agent, env), row in newest.items():
