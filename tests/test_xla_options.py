@@ -23,6 +23,7 @@ from ajax._xla import (
     BACKEND_OPT_LEVEL,
     CHOICES,
     KERNEL_ORDER,
+    SINGLE_PRODUCTS,
     TUNING_ENV,
     YNN_FUSIONS,
     YNNPACK_FORM,
@@ -51,6 +52,25 @@ NO_YNNPACK = {YNN_FUSIONS: ""}
 ONCE = {YNN_FUSIONS: "", BACKEND_OPT_LEVEL: 0}
 
 
+def test_dreamers_products_go_to_ynnpack_alone_or_to_eigen_where_jaxlib_cannot(monkeypatch):
+    """DreamerV3's option hands YNNPACK a product with nothing fused into it, the bias and
+    activation staying XLA's; a jaxlib that knows no such value sends its products to Eigen."""
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    dreamer = AGENTS["DreamerV3"](env_id="CartPole-v1")
+    layer = jax.jit(lambda x, w: jnp.tanh(x @ w + 1.0))
+    hlo = layer.lower(jnp.ones((16, 64)), jnp.ones((64, 32))).compile(compiler_options(dreamer))
+    fused = re.findall(r"\n%fused_computation[^\n]*\{\n(.*?)\n\}", hlo.as_text(), re.S)
+    ops = [re.findall(r"= \S+ ([a-z-]+)\(", body) for body in fused]
+    assert "__ynn_fusion" in hlo.as_text() and ["parameter", "parameter", "dot"] in ops
+    understood = ajax._xla._understood
+    monkeypatch.setattr(
+        ajax._xla,
+        "_understood",
+        lambda option, value: value != SINGLE_PRODUCTS and understood(option, value),
+    )
+    assert compiler_options(dreamer) == NO_YNNPACK
+
+
 def test_ynnpack_is_off_for_wide_networks_but_avgs_and_a_user_choice_wins(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     monkeypatch.setattr(ajax._xla, "cpu_has_avx512", lambda: False)
@@ -61,7 +81,9 @@ def test_ynnpack_is_off_for_wide_networks_but_avgs_and_a_user_choice_wins(monkey
     assert compiler_options(PPO(env_id="CartPole-v1")) is None  # 64 units
     assert compiler_options(AVG(env_id="Pendulum-v1")) is None  # 256 units, a batch of one
     assert compiler_options(AGENTS["TDMPC2"](env_id="Pendulum-v1")) == NO_YNNPACK  # any width
-    assert compiler_options(AGENTS["DreamerV3"](env_id="CartPole-v1")) == NO_YNNPACK
+    assert compiler_options(AGENTS["DreamerV3"](env_id="CartPole-v1")) == {
+        YNN_FUSIONS: SINGLE_PRODUCTS
+    }
     assert compiler_options(DQN(env_id="CartPole-v1"), runs_once=True) == ONCE
     assert compiler_options(AVG(env_id="Pendulum-v1"), runs_once=True) == {BACKEND_OPT_LEVEL: 0}
     monkeypatch.setenv("XLA_FLAGS", f"--{YNN_FUSIONS}=+dot --{BACKEND_OPT_LEVEL}=3")

@@ -9,7 +9,8 @@ bit, except where a product's summation order changes); the design notes in
   Through 64-unit layers YNNPACK is the faster; through 256-unit updates Eigen is, except
   on AVX-512, where YNNPACK's kernels win for the critic agents and PQN. An agent's programs
   are compiled without YNNPACK's fusions where its widest layer exceeds its limit
-  (:class:`AgentTuning`, :func:`compiler_options`).
+  (:class:`AgentTuning`, :func:`compiler_options`); DreamerV3's keep YNNPACK's single
+  products, nothing fused into them.
 - **Weight gradients in the products' form** (:func:`weight_gradients_for`): for YNNPACK,
   the inputs transposed into a buffer of their own (YNNPACK takes only products contracted
   over the left operand's last axis); for Eigen, where the agent's entry asks, the
@@ -116,6 +117,10 @@ class AgentTuning:
     flat_optimizer_max_width: float = 0
     #: Whether its segment hashes Threefry unrolled (:func:`unrolled_threefry`).
     unrolled_threefry: bool = True
+    #: Where its products go to Eigen, whether YNNPACK still takes each product it supports
+    #: on its own (:data:`SINGLE_PRODUCTS`), the element-wise work and reductions left to
+    #: XLA's fusions and the weight gradients in autodiff's form.
+    ynnpack_single_products: bool = False
 
 
 _CRITICS = AgentTuning(
@@ -132,16 +137,22 @@ _CRITICS = AgentTuning(
 #: them (its width, 64 at "cpu", is its preset's, not a ``hidden_sizes``). Its Threefry stays
 #: JAX's loop: unrolled, the hash of its Q-functions' dropout masks was fused into the update's
 #: backward pass and computed there again, in transposing copies, about a fifth of its run.
-#: DreamerV3's products go to Eigen too: YNNPACK's weight gradients transposed its 16,384
+#: DreamerV3's fusions stay off too: YNNPACK's weight-gradient form transposed its 16,384
 #: imagined features (640 wide) for the actor's and critic's first layers, and its fusions
 #: took the heads' normalisations, an update 13% slower (kernel order: no faster than YNNPACK).
+#: Its single products go to YNNPACK: Eigen ran its recurrent steps' 16-row products up to six
+#: times slower where the weight is the transposed operand (every input gradient).
 TUNING: dict[str, AgentTuning] = {
     "SAC": _CRITICS,
     "TD3": _CRITICS,
     "PQN": AgentTuning(ynnpack_max_width_avx512=math.inf, kernel_order_gradients=True),
     "AVG": AgentTuning(ynnpack_max_width=math.inf, ynnpack_max_width_avx512=math.inf),
     "UDRL": AgentTuning(flat_optimizer_max_width=64),
-    "DreamerV3": AgentTuning(ynnpack_max_width=-math.inf, ynnpack_max_width_avx512=-math.inf),
+    "DreamerV3": AgentTuning(
+        ynnpack_max_width=-math.inf,
+        ynnpack_max_width_avx512=-math.inf,
+        ynnpack_single_products=True,
+    ),
     "TDMPC2": AgentTuning(
         ynnpack_max_width=-math.inf, ynnpack_max_width_avx512=-math.inf, unrolled_threefry=False
     ),
@@ -182,6 +193,9 @@ def tuned_optimizer(
 
 #: The option's name; the empty list turns every YNNPACK fusion off.
 YNN_FUSIONS = "xla_cpu_experimental_ynn_fusion_type"
+#: The option's value that leaves YNNPACK each product it supports, alone: no element-wise
+#: work or reductions fused into it.
+SINGLE_PRODUCTS = "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"
 #: XLA's backend (LLVM) optimisation level, 0-3; 2 by default.
 BACKEND_OPT_LEVEL = "xla_backend_optimization_level"
 
@@ -206,8 +220,11 @@ def compiler_options(agent: Any, runs_once: bool = False) -> dict[str, Any] | No
         return None
     options: dict[str, Any] = {}
     to_eigen = applies("products_by_width") and not _narrow_for_ynnpack(agent)
-    if to_eigen and not _user_sets(YNN_FUSIONS) and _understood(YNN_FUSIONS, ""):
-        options[YNN_FUSIONS] = ""
+    if to_eigen and not _user_sets(YNN_FUSIONS):
+        single = tuning_of(agent).ynnpack_single_products
+        fusions = SINGLE_PRODUCTS if single and _understood(YNN_FUSIONS, SINGLE_PRODUCTS) else ""
+        if _understood(YNN_FUSIONS, fusions):
+            options[YNN_FUSIONS] = fusions
     at_o0 = runs_once and applies("init_at_o0")
     if at_o0 and not _user_sets(BACKEND_OPT_LEVEL) and _understood(BACKEND_OPT_LEVEL, 0):
         options[BACKEND_OPT_LEVEL] = 0
