@@ -103,13 +103,13 @@ class TDMPC2Config:
         3e-4, "Adam step size; reference lr.", low=0.0, low_open=True
     )
     encoder_lr_scale: float = hyperparameter(
-        0.3, "the encoder's step size relative to the rest; reference.", low=0.0
+        0.3, "the encoder's step size relative to the rest; the reference's value.", low=0.0
     )
     grad_clip_norm: float = hyperparameter(
-        20.0, "global gradient-norm clip; reference.", low=0.0, low_open=True
+        20.0, "global gradient-norm clip; the reference's value.", low=0.0, low_open=True
     )
     buffer_size: int = hyperparameter(
-        1_000_000, "replay capacity in transitions per seed; reference.", low=1
+        1_000_000, "replay capacity in transitions per seed; the reference's value.", low=1
     )
     learning_starts: int = hyperparameter(
         0,
@@ -118,8 +118,10 @@ class TDMPC2Config:
         "of T steps.",
         low=0,
     )
-    batch_size: int = hyperparameter(256, "runs per minibatch; reference.", low=1)
-    horizon: int = hyperparameter(3, "steps per run, and the planner's horizon; reference.", low=1)
+    batch_size: int = hyperparameter(256, "runs per minibatch; the reference's value.", low=1)
+    horizon: int = hyperparameter(
+        3, "steps per run, and the planner's horizon; the reference's value.", low=1
+    )
     gamma: float = hyperparameter(
         0.0,
         "discount; 0 takes the reference's clip((T/5 - 1) / (T/5), 0.95, 0.995) for "
@@ -129,25 +131,29 @@ class TDMPC2Config:
         high_open=True,
     )
     tau: float = hyperparameter(
-        0.01, "Polyak rate of the target Q-functions; reference.", low=0.0, high=1.0
+        0.01, "Polyak rate of the target Q-functions; the reference's value.", low=0.0, high=1.0
     )
     gradient_steps: int = hyperparameter(
         1, "updates per iteration; reference (one per environment step).", low=1
     )
     rho: float = hyperparameter(
-        0.5, "weight decay of the losses over the horizon, rho^t; reference.", low=0.0
+        0.5, "weight decay of the losses over the horizon, rho^t; the reference's value.", low=0.0
     )
     consistency_coef: float = hyperparameter(
-        20.0, "weight of the latent consistency loss; reference.", low=0.0
+        20.0, "weight of the latent consistency loss; the reference's value.", low=0.0
     )
-    reward_coef: float = hyperparameter(0.1, "weight of the reward loss; reference.", low=0.0)
-    value_coef: float = hyperparameter(0.1, "weight of the Q-value loss; reference.", low=0.0)
+    reward_coef: float = hyperparameter(
+        0.1, "weight of the reward loss; the reference's value.", low=0.0
+    )
+    value_coef: float = hyperparameter(
+        0.1, "weight of the Q-value loss; the reference's value.", low=0.0
+    )
     entropy_coef: float = hyperparameter(
-        1e-4, "weight of the policy prior's entropy; reference.", low=0.0
+        1e-4, "weight of the policy prior's entropy; the reference's value.", low=0.0
     )
     dropout: float = hyperparameter(
         0.01,
-        "dropout after the Q-functions' first layer; reference.",
+        "dropout after the Q-functions' first layer; the reference's value.",
         low=0.0,
         high=1.0,
         high_open=True,
