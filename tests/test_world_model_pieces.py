@@ -309,6 +309,33 @@ def test_a_block_layer_gives_each_group_its_own_inputs_and_the_shared_ones():
         BlockLinear(units=9, blocks=3, parts=2).init(jax.random.key(3), x, shared)
 
 
+def test_a_block_layers_gradients_are_those_of_its_dense_form():
+    """The bias's gradient, summed by a product, and every other gradient equal those of
+    the same layer written densely, over a batch of two axes."""
+    x, shared = jax.random.normal(jax.random.key(1), (2, 5, 6)), jnp.ones((2, 5, 4))
+    weights = jax.random.normal(jax.random.key(2), (3, 2, 5, 3))
+    layer = BlockLinear(units=9, blocks=3, parts=3)
+    p = layer.init(jax.random.key(3), x, shared)
+
+    def dense_form(p, x, shared):
+        kernel, bias = p["params"]["kernel"], p["params"]["bias"]
+        groups = [jnp.concatenate([x[..., 2 * k : 2 * k + 2], shared], -1) for k in range(3)]
+        out = jnp.concatenate([g @ kernel[k] for k, g in enumerate(groups)], -1) + bias
+        return tuple(out[..., i::3] for i in range(3))
+
+    def weighted(apply):
+        return lambda *a: sum(jnp.sum(w * o) for w, o in zip(weights, apply(*a), strict=True))
+
+    got = jax.jit(jax.grad(weighted(layer.apply), argnums=(0, 1, 2)))(p, x, shared)
+    want = jax.grad(weighted(dense_form), argnums=(0, 1, 2))(p, x, shared)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    bias_grad = np.zeros((2, 5, 9))
+    for i in range(3):
+        bias_grad[..., i::3] = weights[i]
+    np.testing.assert_allclose(got[0]["params"]["bias"], bias_grad.sum((0, 1)), rtol=1e-5)
+
+
 def _numpy_kl(p_logits, q_logits):
     p = np.exp(p_logits - np.log(np.exp(p_logits).sum(-1, keepdims=True)))
     q = np.exp(q_logits - np.log(np.exp(q_logits).sum(-1, keepdims=True)))

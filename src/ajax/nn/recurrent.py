@@ -13,6 +13,29 @@ import jax.numpy as jnp
 from ajax.nn.mlp import ACTIVATIONS
 
 
+@jax.custom_vjp
+def _add_bias(x: jax.Array, bias: jax.Array) -> jax.Array:
+    """``x [..., g, w] + bias [g, w]``, whose bias gradient is a product of the output's
+    gradient with a row of ones rather than a sum over the rows. XLA's CPU backend fused
+    that sum, with the pieces' padding, into a kernel that computed the GRU gates' backward
+    again element by element at every step of the observe scan; as a product it reads the
+    gradient once (PERFORMANCE_REPORT.md, "The world models")."""
+    return x + bias
+
+
+def _add_bias_forward(x: jax.Array, bias: jax.Array) -> tuple[jax.Array, None]:
+    return x + bias, None
+
+
+def _add_bias_backward(_: None, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
+    rows = grad.reshape(-1, grad.shape[-2] * grad.shape[-1])
+    ones = jnp.ones((1, rows.shape[0]), grad.dtype)
+    return grad, (ones @ rows).reshape(grad.shape[-2:])
+
+
+_add_bias.defvjp(_add_bias_forward, _add_bias_backward)
+
+
 class BlockLinear(nn.Module):
     """A dense layer whose input and output are split into ``blocks`` groups, output group
     ``k`` computed from input group ``k`` alone (a block-diagonal kernel), and from a
@@ -28,7 +51,8 @@ class BlockLinear(nn.Module):
     into ``parts`` equal pieces (the GRU's three gates), piece ``i`` of every group in the
     groups' order. The two products are split before they are added, and the bias after:
     XLA fused one sum over the whole output with the split into index arithmetic that ran
-    the GRU's gates about 2.5 times slower."""
+    the GRU's gates about 2.5 times slower. The bias's gradient is summed by a product
+    (:func:`_add_bias`)."""
 
     units: int
     blocks: int
@@ -62,7 +86,7 @@ class BlockLinear(nn.Module):
         def part(i: int) -> jax.Array:
             cut = slice(i * piece, (i + 1) * piece)
             out = block[..., cut] if shared is None else block[..., cut] + from_shared[..., cut]
-            return (out + bias[:, cut]).reshape(*batch, g * piece)
+            return _add_bias(out, bias[:, cut]).reshape(*batch, g * piece)
 
         return tuple(part(i) for i in range(self.parts))
 
