@@ -6,6 +6,8 @@ state of width ``d`` costs ``d^2 / blocks`` weights per layer rather than ``d^2`
 
 from __future__ import annotations
 
+import math
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -13,27 +15,27 @@ import jax.numpy as jnp
 from ajax.nn.mlp import ACTIVATIONS
 
 
-@jax.custom_vjp
+@jax.custom_jvp
 def _add_bias(x: jax.Array, bias: jax.Array) -> jax.Array:
-    """``x [..., g, w] + bias [g, w]``, whose bias gradient is a product of the output's
-    gradient with a row of ones rather than a sum over the rows. XLA's CPU backend fused
-    that sum, with the pieces' padding, into a kernel that computed the GRU gates' backward
-    again element by element at every step of the observe scan; as a product it reads the
-    gradient once (PERFORMANCE_REPORT.md, "The world models")."""
+    """``x [..., g, w] + bias [g, w]``, whose bias tangent is broadcast over the rows by a
+    product with a column of ones, so that the bias gradient (its transpose) is a product
+    with a row of ones rather than a sum over the rows. XLA's CPU backend fused that sum,
+    with the pieces' padding, into a kernel that computed the GRU gates' backward again
+    element by element at every step of the observe scan; as a product it reads the
+    gradient once (PERFORMANCE_REPORT.md, "The world models"). The value is the plain sum,
+    and forward-mode derivatives still work."""
     return x + bias
 
 
-def _add_bias_forward(x: jax.Array, bias: jax.Array) -> tuple[jax.Array, None]:
-    return x + bias, None
-
-
-def _add_bias_backward(_: None, grad: jax.Array) -> tuple[jax.Array, jax.Array]:
-    rows = grad.reshape(-1, grad.shape[-2] * grad.shape[-1])
-    ones = jnp.ones((1, rows.shape[0]), grad.dtype)
-    return grad, (ones @ rows).reshape(grad.shape[-2:])
-
-
-_add_bias.defvjp(_add_bias_forward, _add_bias_backward)
+@_add_bias.defjvp
+def _add_bias_tangent(
+    primals: tuple[jax.Array, jax.Array], tangents: tuple[jax.Array, jax.Array]
+) -> tuple[jax.Array, jax.Array]:
+    (x, bias), (dx, dbias) = primals, tangents
+    rows = math.prod(x.shape[:-2])
+    ones = jnp.ones((rows, 1), x.dtype)
+    spread = (ones @ dbias.reshape(1, -1)).reshape(x.shape)
+    return x + bias, dx + spread
 
 
 class BlockLinear(nn.Module):
