@@ -1,8 +1,10 @@
 """Results: evaluate, act, save and load."""
 
 import json
+import tracemalloc
 
 import gymnax
+import jax
 import numpy as np
 import pytest
 
@@ -76,6 +78,40 @@ def test_continuous_actions_come_back_in_the_env_bounds_with_normalisation(tmp_p
         loaded.state.cursor.env_state.inner.moments.mean,
         result.state.cursor.env_state.inner.moments.mean,
     )
+
+
+def test_a_save_keeps_no_copy_of_the_state_and_a_load_holds_one_array_at_a_time(tmp_path):
+    # A replay buffer of 200,000 transitions over two seeds (split over the CPU's devices):
+    # about 10 MB of state, most of it in a few arrays. Encoding the whole state at once held
+    # two more copies of it, and kept one on the split arrays after the save.
+    result = ajax.DQN("CartPole-v1", buffer_size=200_000, learning_starts=256).train(
+        seed=[0, 1], n_timesteps=512
+    )
+    state_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(result.state))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        result.save(tmp_path / "saved")
+        held, peak = tracemalloc.get_traced_memory()
+        assert held - before < 0.05 * state_bytes
+        assert peak - before < 0.5 * state_bytes
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        loaded = ajax.load(tmp_path / "saved")
+        assert tracemalloc.get_traced_memory()[1] - before < state_bytes
+    finally:
+        tracemalloc.stop()
+    leaves = zip(jax.tree.leaves(result.state), jax.tree.leaves(loaded.state), strict=True)
+    for saved, read in leaves:
+        np.testing.assert_array_equal(np.asarray(saved), np.asarray(read))
+
+
+def test_a_state_file_cut_short_is_refused_naming_it(small_result, tmp_path):
+    saved = small_result.save(tmp_path / "saved")
+    state = saved / "state.msgpack"
+    state.write_bytes(state.read_bytes()[:-64])
+    with pytest.raises(ValueError, match=r"state\.msgpack is cut short .*Save the run again"):
+        ajax.load(saved)
 
 
 def test_load_of_a_directory_without_a_result_fails_clearly(tmp_path):

@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 from ajax._version import __version__
-from ajax.serialization import fit_leaves
+from ajax.serialization import fit_leaves, host_array
 
 #: The layout of a checkpoint: its ``meta`` item, and the state's. 2: the on-policy agents'
 #: optimiser state follows the fit's layout of the parameters (``ajax.minibatches``), so a
@@ -127,7 +127,7 @@ class Checkpointer:
 
         # Orbax refuses arrays of zero size (MJX's empty Data fields); they hold nothing, and
         # restore() takes them from the template.
-        leaves = [np.array(leaf) for leaf in jax.tree.leaves(state) if np.size(leaf)]
+        leaves = [host_array(leaf, copy=True) for leaf in jax.tree.leaves(state) if np.size(leaf)]
         meta = {"format": FORMAT, "ajax_version": __version__, "segments_done": segments_done}
         self._manager.save(
             segments_done,

@@ -20,7 +20,7 @@ from ajax.envs.gymnax_adapter import GymnaxAdapter
 from ajax.envs.registry import is_registered
 from ajax.envs.spaces import Box, Space
 from ajax.policy import Policy, acting_step
-from ajax.serialization import as_json, decode_state, encode_state
+from ajax.serialization import as_json, read_state, write_state
 from ajax.stats import iqm, iqm_interval
 
 _STATE_FILE = "state.msgpack"
@@ -217,7 +217,7 @@ class TrainResult:
             "log_dir": self.log_dir,
             "diverged": self.diverged,
         }
-        (path / _STATE_FILE).write_bytes(encode_state(self.state))
+        write_state(path / _STATE_FILE, self.state)
         (path / _META_FILE).write_text(json.dumps(meta, indent=2))
         return path
 
@@ -341,8 +341,12 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
         copies = agent.env_copies(agent.n_envs)
         keys = jax.ShapeDtypeStruct((len(meta["seeds"]), 2), jnp.uint32)
         template = jax.eval_shape(jax.vmap(lambda k: agent.init(k, copies, 1)), keys)
-        template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
-        state = decode_state(path / _STATE_FILE, template, meta["format"])
+        state = read_state(path / _STATE_FILE, template, meta["format"], jnp.asarray)
+    except EOFError as error:
+        raise ValueError(
+            f"{path / _STATE_FILE} is cut short ({error}): it was not written whole. Save "
+            "the run again."
+        ) from error
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(
             f"{path} was saved by Ajax {written_by} and does not fit this Ajax "
@@ -350,7 +354,7 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
         ) from error
     return TrainResult(
         agent=agent,
-        state=jax.tree.map(jnp.asarray, state),
+        state=state,
         seeds=meta["seeds"],
         n_timesteps=meta["n_timesteps"],
         evaluations={k: np.asarray(v) for k, v in meta["evaluations"].items()},
