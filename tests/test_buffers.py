@@ -80,6 +80,16 @@ def test_a_run_that_cannot_fit_is_refused_with_the_estimate():
     check_memory(shape, 2, available=10**12)
 
 
+def test_a_checkpointed_run_counts_the_copies_a_checkpoint_makes():
+    # On a CPU a checkpoint's two host copies come from the devices' memory.
+    shape = _state_shape(DQN(env_id="CartPole-v1", buffer_size=100_000), [0, 1])
+    total, _ = state_bytes(shape)
+    check_memory(shape, 2, available=2 * total)
+    with pytest.raises(MemoryError, match=r"held 3 times while a checkpoint is made"):
+        check_memory(shape, 2, available=2 * total, host_copies=2)
+    check_memory(shape, 2, available=3 * total, host_copies=2)
+
+
 def test_train_refuses_before_compiling(monkeypatch):
     import ajax.run.plan
 

@@ -102,10 +102,10 @@ def test_trials_differing_only_in_batchable_values_share_a_grid():
 def test_a_grid_memory_refuses_runs_its_trials_one_by_one(tmp_path, monkeypatch, capsys):
     check = ajax.run.lowering.check_memory
 
-    def refuse_grids(shape, held, available=None, unit="seeds"):
+    def refuse_grids(shape, held, available=None, unit="seeds", **kwargs):
         if unit != "seeds":
             raise MemoryError("a grid this machine cannot hold")
-        check(shape, held, available, unit)
+        check(shape, held, available, unit, **kwargs)
 
     monkeypatch.setattr(ajax.run.lowering, "check_memory", refuse_grids)
     url, name = f"sqlite:///{tmp_path / 'sweep.db'}", "refused"

@@ -92,6 +92,11 @@ def _manager(directory: Path, keep: int | None = None) -> Any:
     return ocp.CheckpointManager(directory, options=options, item_names=_ITEMS)
 
 
+#: Copies of the state a checkpoint holds in host memory while it is made: the
+#: checkpointer's own, which the run's next segment cannot overwrite, and Orbax's copy of it.
+HOST_COPIES = 2
+
+
 class Checkpointer:
     """Saves a run's checkpoints into ``directory`` (see the module's docstring).
 
@@ -125,6 +130,10 @@ class Checkpointer:
         next segment, which overwrites its buffers."""
         import orbax.checkpoint as ocp
 
+        # The previous save's copies are let go before this one's are made: Orbax holds them
+        # until its write is waited for, so a run of several checkpoints held two states'
+        # copies at once (DreamerV3 with a million MinAtar frames ran out of memory).
+        self._manager.wait_until_finished()
         # Orbax refuses arrays of zero size (MJX's empty Data fields); they hold nothing, and
         # restore() takes them from the template.
         leaves = [host_array(leaf, copy=True) for leaf in jax.tree.leaves(state) if np.size(leaf)]

@@ -25,6 +25,7 @@ from ajax._version import __version__
 from ajax._xla import compiler_options
 from ajax.agent_registry import agent_from_config
 from ajax.checkpoint import FORMAT as CHECKPOINT_FORMAT
+from ajax.checkpoint import HOST_COPIES as CHECKPOINT_HOST_COPIES
 from ajax.checkpoint import (
     Checkpoint,
     CheckpointConfig,
@@ -228,6 +229,7 @@ def _run(
                 evaluate=run_config["logging"] is not None,
                 compile_init=start is None,
                 values=values,
+                host_copies=0 if run_config["checkpoint"] is None else CHECKPOINT_HOST_COPIES,
             )
             segment = programs.segment.compile(compiler_options(agent))
             init = None if start is not None else programs.init_compiled.result()

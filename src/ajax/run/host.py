@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from ajax.checkpoint import Checkpoint, CheckpointConfig, Checkpointer
-from ajax.distributed import is_writer, on_host, placed
+from ajax.distributed import is_writer, on_host, placed, spans_processes
 from ajax.logging import LoggingConfig, LogWriter
 from ajax.run.lowering import seeds_only, with_places, with_seeds
 from ajax.run.plan import RunPlan
@@ -145,8 +145,14 @@ class HostRun:
             self.save(state)
 
     def save(self, state: Any) -> None:
-        """Checkpoint ``state`` after the segments done."""
-        state = seeds_only(on_host(state, self.mesh), len(self.seeds))
+        """Checkpoint ``state`` after the segments done. Within one process the checkpointer
+        copies the arrays from the devices itself, once: gathering them to the host first,
+        as across processes, left that copy on the state's arrays while the next segment ran,
+        beside the checkpointer's own."""
+        if spans_processes(self.mesh):
+            state = on_host(state, self.mesh)
+        if jax.tree.leaves(state)[0].shape[0] > len(self.seeds):
+            state = seeds_only(state, len(self.seeds))
         if self.checkpointer is not None:
             history = [[t, {k: v.tolist() for k, v in s.items()}] for t, s in self.history]
             meta = {"run_config": self.config, "history": history}

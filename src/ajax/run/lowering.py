@@ -104,12 +104,14 @@ def lower_run(
     evaluate: bool,
     compile_init: bool = False,
     values: dict[str, np.ndarray] | None = None,
+    host_copies: int = 0,
 ) -> RunPrograms:
     """Lower the run's two programs, through ``jax.export`` (:mod:`ajax._program_cache`):
     a relaunch that finds them stored skips tracing. Refuses, before tracing the segment, a
-    run whose state cannot fit in memory. The segment's Threefry is lowered unrolled
-    (:func:`ajax._xla.unrolled_threefry`); the init's is not, since it runs once and is
-    compiled for a short compile (JAX's rolled loop makes a third fewer instructions). The
+    run whose state cannot fit in memory, with ``host_copies`` more copies of it where the
+    run checkpoints (:data:`ajax.checkpoint.HOST_COPIES`). The segment's Threefry is lowered
+    unrolled (:func:`ajax._xla.unrolled_threefry`); the init's is not, since it runs once and
+    is compiled for a short compile (JAX's rolled loop makes a third fewer instructions). The
     segment's layers take their weight gradients in the form of the library that computes the
     agent's products (:func:`ajax._xla.weight_gradients_for`).
 
@@ -146,7 +148,7 @@ def lower_run(
     # The devices of a CPU share its memory; an accelerator holds its own share.
     held = local_places(mesh, share) if jax.default_backend() == "cpu" else share
     unit = "runs (configurations x seeds)" if run_values else "seeds"
-    check_memory(with_seeds(share_shape, held), held, unit=unit)
+    check_memory(with_seeds(share_shape, held), held, unit=unit, host_copies=host_copies)
 
     def export_segment():
         segment = jax.vmap(

@@ -116,17 +116,25 @@ def state_bytes(state_shape: Any) -> tuple[int, int]:
 
 
 def check_memory(
-    state_shape: Any, n_seeds: int, available: int | None = None, unit: str = "seeds"
+    state_shape: Any,
+    n_seeds: int,
+    available: int | None = None,
+    unit: str = "seeds",
+    host_copies: int = 0,
 ) -> None:
     """Refuse, before compiling, a run whose state cannot fit the device's memory.
 
     The estimate is the whole training state of every seed (parameters, optimiser states,
     environment copies, replay buffers): the state is donated from one segment to the next,
-    so it is held once.
+    so it is held once. A run that checkpoints holds ``host_copies`` more copies of it in
+    host memory while a checkpoint is made, which on a CPU is the devices' memory too.
     """
     total, buffers = state_bytes(state_shape)
     detail = f"{human(total / n_seeds)} per seed"
     if buffers:
         detail += f", of which {human(buffers / n_seeds)} replay buffer"
+    if host_copies and jax.default_backend() == "cpu":
+        detail += f", held {1 + host_copies} times while a checkpoint is made"
+        total *= 1 + host_copies
     available = available_bytes() if available is None else available
     check_fits(total, n_seeds, detail, available, unit)
