@@ -14,6 +14,15 @@ from ajax._xla import compiler_options, unrolled_threefry
 from ajax.acting import reset_carry
 
 
+def acting_state(state: Any, seed_index: int | None = None) -> tuple[Any, Any]:
+    """What acting reads of a run's state, its parameters and its environment state (where
+    the observation statistics live), for every seed or for seed ``seed_index``: never the
+    rest, whose replay buffer a seed's slice, or a program given the whole state, copied (3
+    GiB a seed for DreamerV3 on MinAtar)."""
+    parts = (state.params, state.cursor.env_state)
+    return parts if seed_index is None else jax.tree.map(lambda leaf: leaf[seed_index], parts)
+
+
 def acting_step(agent: Any, deterministic: bool) -> Callable[..., tuple[jax.Array, Any]]:
     """One seed's step of acting on one raw observation, as training acts: the carry takes
     the reward the previous action earned, is reset where an episode starts, then the agent
@@ -68,13 +77,11 @@ class Policy:
             over_seeds = jax.vmap(one, in_axes=(0, 0, 0, 0, None, None, 0))
             return (*over_seeds(params, env_state, obs, carry, start, reward, keys), key)
 
-        state = result.state
+        self._params, self._env_state = acting_state(result.state, seed_index)
         if seed_index is None:
-            self._initial = jax.vmap(lambda params: agent.initial_carry(params, 1))(state.params)
+            self._initial = jax.vmap(lambda params: agent.initial_carry(params, 1))(self._params)
         else:
-            state = jax.tree.map(lambda leaf: leaf[seed_index], state)
-            self._initial = agent.initial_carry(state.params, 1)
-        self._params, self._env_state = state.params, state.cursor.env_state
+            self._initial = agent.initial_carry(self._params, 1)
         self._key = jax.random.PRNGKey(seed)
         self._batch_shape = self.obs_shape if seed_index is not None else (n_seeds, *self.obs_shape)
         obs = jax.ShapeDtypeStruct(self._batch_shape, jnp.float32)

@@ -19,7 +19,7 @@ from ajax.envs.core import SEED_AXIS, Env
 from ajax.envs.gymnax_adapter import GymnaxAdapter
 from ajax.envs.registry import is_registered
 from ajax.envs.spaces import Box, Space
-from ajax.policy import Policy, acting_step
+from ajax.policy import Policy, acting_state, acting_step
 from ajax.serialization import as_json, read_state, write_state
 from ajax.stats import iqm, iqm_interval
 
@@ -376,13 +376,13 @@ def episode_returns(result: TrainResult, num_episodes: int = 20, seed: int = 0) 
     env = agent.env_copies(num_episodes).for_evaluation()
     keys = jax.random.split(jax.random.PRNGKey(seed), len(result.seeds))
 
-    def one(state, key):
-        returns, _ = run_episodes(agent, env, state.params, key, state.cursor.env_state)
+    def one(params, env_state, key):
+        returns, _ = run_episodes(agent, env, params, key, env_state)
         return returns
 
     program = jax.jit(jax.vmap(one, axis_name=SEED_AXIS), compiler_options=compiler_options(agent))
     with unrolled_threefry(agent):
-        return np.asarray(program(result.state, keys))
+        return np.asarray(program(*acting_state(result.state), keys))
 
 
 def evaluate(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.ndarray:

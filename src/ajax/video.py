@@ -26,6 +26,7 @@ from ajax.envs.core import Env, bare_state
 from ajax.envs.gymnax_adapter import GymnaxEnv, import_gymnax
 from ajax.envs.physics import BraxEnv
 from ajax.evaluation import start_episodes, step_episodes
+from ajax.policy import acting_state
 
 if TYPE_CHECKING:
     from ajax.result import TrainResult
@@ -195,7 +196,7 @@ def _play(
     return and length: one jitted scan over the time limit."""
     agent = result.agent
     env = agent.env_copies(episodes).for_evaluation()
-    state = jax.tree.map(lambda leaf: leaf[seed_index], result.state)
+    params, env_state = acting_state(result.state, seed_index)
     # ajax.evaluate's key for this seed, so that these are the episodes it scores.
     key = jax.random.split(jax.random.PRNGKey(seed), len(result.seeds))[seed_index]
 
@@ -210,7 +211,7 @@ def _play(
 
     program = jax.jit(play, compiler_options=compiler_options(agent))
     with unrolled_threefry(agent):
-        played = program(state.params, state.cursor.env_state, key)
+        played = program(params, env_state, key)
     return jax.device_get(played)
 
 
