@@ -4,6 +4,7 @@ bit, with the same logged rows, each once."""
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -198,6 +199,27 @@ def test_a_checkpoint_copies_the_state_once_and_keeps_no_copy_while_the_run_goes
         tracemalloc.stop()
     state_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(result.state))
     assert peak < 2.5 * state_bytes and held < 0.1 * state_bytes, (peak, held, state_bytes)
+
+
+def test_a_resumed_run_lets_go_of_the_state_it_restored(tmp_path):
+    # The same run, its last checkpoint removed so that resuming runs a segment and saves
+    # one. The restored arrays were placed on one device, aliased, and resharded into a copy
+    # by the first segment, and stayed in host memory for the rest of the run: with a
+    # checkpoint's two copies, three times the state, where two are all it needs.
+    agent = DQN(env_id="CartPole-v1", buffer_size=200_000, learning_starts=256)
+    config = LoggingConfig(log_frequency=256, log_dir=tmp_path, run_name="r")
+    checkpoint = CheckpointConfig(every=1, keep=3)
+    first = agent.train(seed=[0, 1], n_timesteps=1024, logging_config=config, checkpoint=checkpoint)
+    shutil.rmtree(tmp_path / "r" / "checkpoints" / "4")
+    tracemalloc.start()
+    try:
+        resumed = ajax.resume(tmp_path / "r")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    state_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(resumed.state))
+    assert peak < 2.5 * state_bytes, (peak, state_bytes)
+    assert_same_run(resumed, first)
 
 
 #: name: (the agent in the child's source, the same here, log frequency, budget): 40 segments

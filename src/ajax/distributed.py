@@ -90,6 +90,26 @@ def placed(tree: Any, mesh: Mesh | None) -> Any:
     )
 
 
+def state_on_devices(tree: Any, mesh: Mesh | None) -> Any:
+    """A restored state (host arrays, the run's places first) on the devices the run's
+    programs take it on, split over ``mesh`` along the places, one array at a time and
+    copied, never aliased: the first segment then takes it in place (it is donated), and no
+    host array outlives its copy. Placed on one device and aliased, a checkpoint's state was
+    resharded into a second copy by the first segment while the host arrays stayed, so a
+    resumed run held its state twice (PERFORMANCE_REPORT.md, "Checkpoints")."""
+    if spans_processes(mesh):
+        return placed(tree, mesh)
+    sharding = None if mesh is None else NamedSharding(mesh, P(SEED_AXIS))
+    leaves, structure = jax.tree.flatten(tree)
+    del tree
+    leaves.reverse()
+    on_devices = []
+    while leaves:
+        leaf = jax.device_put(leaves.pop(), sharding, may_alias=False)
+        on_devices.append(jax.block_until_ready(leaf))
+    return jax.tree.unflatten(structure, on_devices)
+
+
 def on_host(tree: Any, mesh: Mesh | None) -> Any:
     """``tree``'s arrays, split over ``mesh``'s devices, whole on the host of every process:
     across processes a collective, which every process must call at the same point."""

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from ajax.checkpoint import Checkpoint, CheckpointConfig, Checkpointer
-from ajax.distributed import is_writer, on_host, placed, spans_processes
+from ajax.distributed import is_writer, on_host, placed, spans_processes, state_on_devices
 from ajax.logging import LoggingConfig, LogWriter
 from ajax.run.lowering import seeds_only, with_places, with_seeds
 from ajax.run.plan import RunPlan
@@ -203,8 +203,7 @@ class HostRun:
             with_seeds(programs.init.out_info, len(self.seeds)),
             seeds_only(programs.health, len(self.seeds)),
         )
-        state = with_places(start.state(template), programs.places)
-        return jax.device_put(placed(state, self.mesh))
+        return state_on_devices(with_places(start.state(template), programs.places), self.mesh)
 
     def segments(
         self, segment: Any, programs: Any, state: Any, health: Any, received: list[str]
