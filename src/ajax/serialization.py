@@ -56,12 +56,14 @@ def write_state(file: Path, state: Any) -> None:
 
 
 def host_array(leaf: Any, copy: bool = False) -> np.ndarray:
-    """``leaf``'s values in host memory; with ``copy``, in memory of their own rather than a
-    view of a CPU device's buffer (which a donated state's next program overwrites). An array
-    split over devices is assembled from its shards here: ``np.asarray`` of it keeps the
-    gathered copy on the array for as long as the array lives, a second copy of the state
-    after a save."""
-    if not isinstance(leaf, jax.Array) or len(leaf.sharding.device_set) == 1:
+    """``leaf``'s values in host memory; with ``copy``, a device array's in memory of their
+    own rather than a view of a CPU device's buffer (which a donated state's next program
+    overwrites; a host array is taken as it is). An array split over devices is assembled
+    from its shards here: ``np.asarray`` of it keeps the gathered copy on the array for as
+    long as the array lives, a second copy of the state after a save."""
+    if not isinstance(leaf, jax.Array):
+        return np.asarray(leaf)
+    if len(leaf.sharding.device_set) == 1:
         return np.array(leaf) if copy else np.asarray(leaf)
     whole = np.empty(leaf.shape, leaf.dtype)
     for shard in leaf.addressable_shards:
