@@ -4,7 +4,8 @@ interquartile mean of the final evaluations with its 95% stratified-bootstrap in
 (Agarwal et al. 2021), and the same along the curve.
 
 Writes one JSON line per run to ``benchmarks/results/learning.jsonl`` and one PNG per run,
-the IQM curve with its band, to ``docs/agents/learning/``, where the agent pages show it.
+the IQM curve with its band, to ``docs/agents/learning/``, where the agent pages show it; rows
+written elsewhere (``--out``) get their figures beside them, unless ``--plots`` says.
 Hours on 2 cores: run it in the background, one agent at a time if need be. With
 ``--run-dir`` a run checkpoints at every evaluation and a killed report, started again with
 the same arguments, continues it exactly: a world model's run can span several sessions.
@@ -36,6 +37,20 @@ from ajax.checkpoint import latest_checkpoint
 from ajax.stats import iqm, iqm_interval
 
 HERE = Path(__file__).resolve().parent
+#: The committed table of rows, and the agent pages' figures of its runs.
+TABLE = HERE / "results" / "learning.jsonl"
+PAGES_FIGURES = HERE.parent / "docs" / "agents" / "learning"
+
+
+def figures_for(out: str | Path) -> Path:
+    """Where a report's figures go unless ``--plots`` says: the agent pages' folder for rows
+    of the committed table, and beside any other ``--out`` (``/tmp/l.jsonl``: ``/tmp/l_plots``),
+    so that a check's run does not replace the figure of the row the pages quote."""
+    out = Path(out)
+    if out.resolve() == TABLE:
+        return PAGES_FIGURES
+    return out.with_name(f"{out.stem}_plots")
+
 
 #: target_gym/Plane with 200-step episodes, the continuous agents' second task. Its
 #: observations (altitudes in metres, airspeeds) are far from unit scale: the off-policy
@@ -303,8 +318,14 @@ def main() -> None:
     )
     parser.add_argument("--n-timesteps", type=int, default=None, help="steps per run, for a trial")
     parser.add_argument("--first-task-only", action="store_true", help="skip the second tasks")
-    parser.add_argument("--out", default=str(HERE / "results" / "learning.jsonl"))
-    parser.add_argument("--plots", type=Path, default=HERE.parent / "docs" / "agents" / "learning")
+    parser.add_argument("--out", default=str(TABLE))
+    parser.add_argument(
+        "--plots",
+        type=Path,
+        default=None,
+        help="folder of the figures: docs/agents/learning for the committed table's rows, "
+        "else beside --out",
+    )
     parser.add_argument(
         "--run-dir",
         type=Path,
@@ -321,7 +342,8 @@ def main() -> None:
     for name in args.agents:
         for run in RUNS[name][: 1 if args.first_task_only else None]:
             seeds = args.seeds or SEEDS.get(name, 10)
-            report(name, run, seeds, args.n_timesteps, args.out, args.plots, args.run_dir)
+            plots = args.plots or figures_for(args.out)
+            report(name, run, seeds, args.n_timesteps, args.out, plots, args.run_dir)
 
 
 if __name__ == "__main__":

@@ -105,3 +105,12 @@ def test_the_report_and_every_agent_page_show_each_agents_newest_row(monkeypatch
         if not in_report or figure not in page.read_text():
             stale.append(f"{agent} on {env}: {figure} at {row['commit']}")
     assert not stale, f"pages behind learning.jsonl: {stale}"
+
+
+def test_a_check_written_elsewhere_leaves_the_pages_figures_alone(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import learning_report
+
+    pages = ROOT / "docs" / "agents" / "learning"
+    assert learning_report.figures_for(ROOT / "benchmarks" / "results" / "learning.jsonl") == pages
+    assert learning_report.figures_for(tmp_path / "check.jsonl") == tmp_path / "check_plots"
