@@ -227,6 +227,9 @@ def test_a_loaded_run_acts_with_its_carry_as_the_saved_one(cartpole_result, tmp_
         )
         np.testing.assert_array_equal(action, saved_action)
         # The two programs may sum in another order (the saved run's parameters sit on two
-        # devices, the loaded run's on one): the carries agree to float32 rounding.
-        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), carry, saved_carry)
+        # devices, the loaded run's on one): the carries agree to float32 rounding. Their
+        # entries are at most 1 in size and pass through three recurrent steps, so the bound
+        # is 1e-5 (about 80 float32 ulps at 1); one CI machine differed by 1.4e-6. A wrong
+        # or reset carry differs by orders more.
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), carry, saved_carry)
         assert set(action.tolist()) <= {0, 1} and np.any(np.asarray(carry["deter"]) != 0)
