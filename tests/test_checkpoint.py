@@ -92,6 +92,9 @@ def test_a_run_that_crashed_resumes_exactly_from_its_latest_checkpoint(tmp_path,
     assert seen == [FREQUENCY * k for k in range(7, 11)]
     assert resumed.log_dir == str(tmp_path / "crashed")
     assert_same_run(resumed, reference)
+    # Its timings cover the steps it ran, not those before the checkpoint.
+    assert reference.timings["timesteps_run"] == STEPS
+    assert resumed.timings["timesteps_run"] == STEPS - 6 * FREQUENCY
     # TensorBoard drops the interrupted run's events from the replayed rows on.
     for i, seed in enumerate(SEEDS):
         scalars = read_scalars(tmp_path / "crashed" / "tensorboard" / f"seed_{seed}")
@@ -101,6 +104,7 @@ def test_a_run_that_crashed_resumes_exactly_from_its_latest_checkpoint(tmp_path,
     # The checkpoint directory resumes too, and a finished run resumes to its result at once.
     again = ajax.resume(checkpoints)
     assert_same_run(again, reference)
+    assert again.timings["timesteps_run"] == 0
 
 
 def test_an_interrupt_finishes_the_segment_in_flight_and_checkpoints_it(

@@ -567,7 +567,7 @@ def _print_summary(result: Any, run_dir: Path) -> None:
     console.print(
         f"mean over seeds: final {summary['final']:.1f}, best {summary['best']:.1f}; "
         f"compile {t['compile_s']:.1f} s, run {t['run_s']:.1f} s "
-        f"({result.n_timesteps * len(result.seeds) / t['run_s']:,.0f} steps/s over all seeds)"
+        f"({t['timesteps_run'] * len(result.seeds) / t['run_s']:,.0f} steps/s over all seeds)"
     )
     if "final_iqm" in summary:
         low, high = summary["final_iqm_interval"]

@@ -259,7 +259,12 @@ def _run(
         diverged=divergences(
             on_host(health, programs.mesh), run.labels, programs.metric_names, plan
         ),
-        timings={"compile_s": compile_s, "run_s": run_s, "total_s": compile_s + run_s},
+        timings={
+            "compile_s": compile_s,
+            "run_s": run_s,
+            "total_s": compile_s + run_s,
+            "timesteps_run": run.total - run.resumed_at,
+        },
         log_dir=None if run.writer is None else str(run.writer.directory),
     )
     return result if sweep is None else SweepResult.split(result, sweep["configs"], seeds)

@@ -50,7 +50,9 @@ class TrainResult:
             [S, E] of the evaluations (empty arrays without a logging config).
         train_metrics: per-seed training summaries [S, E'] (``train/episode_return``, losses),
             one column per segment, with their timesteps under ``timestep``.
-        timings: ``compile_s``, ``run_s`` and ``total_s`` of the run.
+        timings: ``compile_s``, ``run_s`` and ``total_s`` of the run, and
+            ``timesteps_run``, the steps per seed ``run_s`` covers (after a resume, those
+            past the checkpoint).
         log_dir: the run directory, when the run was logged.
         diverged: the seeds whose parameters or a training metric became NaN or infinite,
             each as ``{"seed", "timestep", "metric"}`` (the first non-finite one; ``params``

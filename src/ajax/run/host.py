@@ -87,6 +87,8 @@ class HostRun:
                 for t, summary in start.meta["history"]
             ]
         self.segments_done = self.saved = 0 if start is None else start.step
+        #: Steps per seed before this call: the checkpoint's, on a resume.
+        self.resumed_at = plan.timesteps_after(self.segments_done)
         #: The devices the places are split over, once the run is lowered (:meth:`initial`).
         self.mesh = None
         self.checkpoint_every = None
@@ -244,10 +246,9 @@ class HostRun:
         writer, checkpointer = self.writer, self.checkpointer
         where = f"its rows are in {writer.directory}" if writer else "it logged nothing"
         if checkpointer is not None and self.saved:
-            steps = sum(self.plan.segment_lengths[: self.saved]) * self.plan.steps_per_iteration
             where += (
-                f"; its checkpoint after {steps:,} steps continues it: "
-                f"ajax.resume({str(checkpointer.directory)!r})"
+                f"; its checkpoint after {self.plan.timesteps_after(self.saved):,} steps "
+                f"continues it: ajax.resume({str(checkpointer.directory)!r})"
             )
         return RunInterrupted(
             f"The run was interrupted ({shown(interrupt)}) after {done:,} of {self.total:,} "

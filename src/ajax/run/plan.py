@@ -69,6 +69,10 @@ class RunPlan:
         full, rest = divmod(self.n_iterations, self.iterations_per_segment)
         return [self.iterations_per_segment] * full + ([rest] if rest else [])
 
+    def timesteps_after(self, segments: int) -> int:
+        """Steps per seed once the first ``segments`` segments have run."""
+        return sum(self.segment_lengths[:segments]) * self.steps_per_iteration
+
 
 def plan_run(agent: Any, n_timesteps: int, logging_config: LoggingConfig | None) -> RunPlan:
     check_positive_int("n_timesteps", n_timesteps, "n_timesteps=100_000")
