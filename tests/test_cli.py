@@ -71,12 +71,19 @@ def test_train_checkpoints_and_resume_continues_the_run(tmp_path, capsys):
     assert main(["train", "--resume", str(run)]) == 0
     out = "".join(capsys.readouterr().out.split())  # rich wraps long lines, even in words
     assert f"Resumingtherunin{run / 'checkpoints'}aftersegment3" in out
-    assert "finalevalreturn" in out
+    assert "finalevalreturn" in out and "steps/soverallseeds" in out
     assert len((run / "metrics.csv").read_text().splitlines()) == 1 + 4
     assert main(["train", *base[:-1], "32", "--resume", str(run)]) == 2
     assert "anotherrun(hyperparameters" in "".join(capsys.readouterr().out.split())
     assert main(["train", "--resume", str(tmp_path)]) == 2
     assert "holdsnocompleteAjaxcheckpoint" in "".join(capsys.readouterr().out.split())
+    # A finished run resumed runs no step, and prints no rate for it.
+    done = ["--n-timesteps", "64", "--log-frequency", "64", "--log-dir", str(tmp_path)]
+    assert main(["train", *base, *done, "--run-name", "done", "--checkpoint-every", "1"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "done")]) == 0
+    out = "".join(capsys.readouterr().out.split())
+    assert "finalevalreturn" in out and "steps/soverallseeds" not in out
 
 
 def test_bad_env_params_fail_with_the_fix(capsys):

@@ -564,10 +564,15 @@ def _print_summary(result: Any, run_dir: Path) -> None:
     console.print(table)
     summary = result.summary()
     t = result.timings
+    # A finished run resumed again has no steps left to run, and so no rate.
+    rate = (
+        f" ({t['timesteps_run'] * len(result.seeds) / t['run_s']:,.0f} steps/s over all seeds)"
+        if t["timesteps_run"]
+        else ""
+    )
     console.print(
         f"mean over seeds: final {summary['final']:.1f}, best {summary['best']:.1f}; "
-        f"compile {t['compile_s']:.1f} s, run {t['run_s']:.1f} s "
-        f"({t['timesteps_run'] * len(result.seeds) / t['run_s']:,.0f} steps/s over all seeds)"
+        f"compile {t['compile_s']:.1f} s, run {t['run_s']:.1f} s{rate}"
     )
     if "final_iqm" in summary:
         low, high = summary["final_iqm_interval"]

@@ -263,7 +263,7 @@ def _run(
             "compile_s": compile_s,
             "run_s": run_s,
             "total_s": compile_s + run_s,
-            "timesteps_run": run.total - run.resumed_at,
+            "timesteps_run": run.total - plan.timesteps_after(0 if start is None else start.step),
         },
         log_dir=None if run.writer is None else str(run.writer.directory),
     )

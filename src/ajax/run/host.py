@@ -87,8 +87,6 @@ class HostRun:
                 for t, summary in start.meta["history"]
             ]
         self.segments_done = self.saved = 0 if start is None else start.step
-        #: Steps per seed before this call: the checkpoint's, on a resume.
-        self.resumed_at = plan.timesteps_after(self.segments_done)
         #: The devices the places are split over, once the run is lowered (:meth:`initial`).
         self.mesh = None
         self.checkpoint_every = None
