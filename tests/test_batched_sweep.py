@@ -218,24 +218,24 @@ def _perturbed(agent) -> dict[str, float]:
     "name", sorted(n for n, cls in AGENTS.items() if batchable_fields(cls.Config))
 )
 def test_every_batchable_field_is_read_inside_the_programs(name):
-    """A one-configuration sweep with every batchable field moved learns what the agent
-    built with those values learns: a value the agent kept from its construction (an
-    optimiser built with the default) would make its updates those of the default, which
-    differ (checked too, so that the comparison could fail)."""
+    """In a sweep of two configurations, every batchable field moved and every one at its
+    default, the first learns what the agent built with those values learns: a value the
+    agent kept from its construction (an optimiser built with the default) would make its
+    updates those of the default, which the second shows to differ, so that the comparison
+    could fail. Two programs per agent: the sweep's and the agent's alone."""
     env_id, settings = SMALL[name]
     if "learning_starts" in {f.name for f in dataclasses.fields(AGENTS[name].Config)}:
-        settings = settings | {"learning_starts": 32}
+        settings = {"learning_starts": 32} | settings
     agent = AGENTS[name](env_id=env_id, **settings)
     values = _perturbed(agent)
     alone_agent = AGENTS[name](env_id=env_id, **settings, **values)
-    steps = 4 * agent.steps_per_iteration + 64
+    # Four iterations and 64 steps past the warm-up.
+    steps = getattr(agent.config, "learning_starts", 0) + 4 * agent.steps_per_iteration + 64
     init = init_program(alone_agent, alone_agent.env_copies(alone_agent.n_envs), 1)
     start = jax.tree.map(lambda x: x[0], init(seed_array([0]), {}).params)
-    runs = [
-        agent.train(seed=0, n_timesteps=steps, sweep=[values]).result(0),
-        alone_agent.train(seed=0, n_timesteps=steps),
-        agent.train(seed=0, n_timesteps=steps),
-    ]
+    defaults = {name: getattr(agent.config, name) for name in values}
+    grid = agent.train(seed=0, n_timesteps=steps, sweep=[values, defaults])
+    runs = [grid.result(0), alone_agent.train(seed=0, n_timesteps=steps), grid.result(1)]
     swept, alone, default = (
         jax.tree.leaves(jax.tree.map(lambda x, s: x[0] - s, r.state.params, start)) for r in runs
     )
