@@ -37,12 +37,16 @@ def test_the_discount_and_seeding_come_from_the_episode_length():
     assert stated.pretrain_updates == 500
 
 
-def test_bad_settings_are_refused_with_the_fix():
+def test_bad_settings_are_refused_with_the_fix(monkeypatch):
     with pytest.raises(ValueError, match=r"not a TD-MPC2 preset.*'1m'.*'317m', 'cpu', 'tiny'"):
         TDMPC2("Pendulum-v1", size="2m")
     with pytest.raises(ValueError, match="learning_starts to at least 9"):
         TDMPC2("Pendulum-v1", n_envs=4, learning_starts=8)
     TDMPC2("Pendulum-v1", n_envs=4, learning_starts=9)
+    # A swept discount of 0 would be 0, not the episode length's: refused before compiling.
+    monkeypatch.setattr("ajax.loop.lower_run", lambda *a, **k: pytest.fail("compiled"))
+    with pytest.raises(ValueError, match=r"gamma=0 cannot be swept.*\(0\.975 here\)"):
+        TDMPC2("Pendulum-v1").train(seed=0, n_timesteps=2_000, sweep={"gamma": [0.0, 0.9]})
 
 
 @pytest.mark.parametrize("size", sorted(PRESETS))

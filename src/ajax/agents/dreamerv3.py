@@ -123,7 +123,11 @@ class DreamerV3Config:
         "is the reference's size for proprioceptive control (dmc_proprio).",
     )
     learning_rate: float = hyperparameter(
-        4e-5, "LaProp step size of every network; reference opt.lr.", low=0.0, low_open=True
+        4e-5,
+        "LaProp step size of every network; reference opt.lr.",
+        low=0.0,
+        low_open=True,
+        batchable=True,
     )
     agc: float = hyperparameter(
         0.3,
@@ -131,6 +135,7 @@ class DreamerV3Config:
         "reference opt.agc.",
         low=0.0,
         low_open=True,
+        batchable=True,
     )
     lr_warmup: int = hyperparameter(
         1_000, "updates over which the step size ramps up from 0; reference opt.warmup.", low=0
@@ -163,32 +168,46 @@ class DreamerV3Config:
         "discount, 1 - 1/horizon; reference horizon 333.",
         low=0.0,
         high=1.0,
+        batchable=True,
     )
     lam: float = hyperparameter(
-        0.95, "lambda of the lambda-returns; reference imag_loss.lam.", low=0.0, high=1.0
+        0.95,
+        "lambda of the lambda-returns; reference imag_loss.lam.",
+        low=0.0,
+        high=1.0,
+        batchable=True,
     )
     actor_entropy: float = hyperparameter(
-        3e-4, "weight of the actor's entropy bonus; reference imag_loss.actent.", low=0.0
+        3e-4,
+        "weight of the actor's entropy bonus; reference imag_loss.actent.",
+        low=0.0,
+        batchable=True,
     )
     slow_critic_rate: float = hyperparameter(
         0.02,
         "rate at which the slow critic follows the critic each update; reference slowvalue.rate.",
         low=0.0,
         high=1.0,
+        batchable=True,
     )
     repval_scale: float = hyperparameter(
         0.3,
         "weight of the critic's loss on replayed sequences; reference loss_scales.repval.",
         low=0.0,
+        batchable=True,
     )
     representation_scale: float = hyperparameter(
         0.1,
         "weight of the KL that pulls the posterior towards the prior (the prior's own has "
         "weight 1); reference loss_scales.rep.",
         low=0.0,
+        batchable=True,
     )
     free_nats: float = hyperparameter(
-        1.0, "KL below which the KL losses are flat; reference rssm.free_nats.", low=0.0
+        1.0,
+        "KL below which the KL losses are flat; reference rssm.free_nats.",
+        low=0.0,
+        batchable=True,
     )
     unimix: float = hyperparameter(
         0.01,

@@ -100,13 +100,24 @@ class TDMPC2Config:
         "Ajax's narrowed cpu, or tiny for probes).",
     )
     learning_rate: float = hyperparameter(
-        3e-4, "Adam step size; reference lr.", low=0.0, low_open=True
+        3e-4,
+        "Adam step size; reference lr.",
+        low=0.0,
+        low_open=True,
+        batchable=True,
     )
     encoder_lr_scale: float = hyperparameter(
-        0.3, "the encoder's step size relative to the rest; the reference's value.", low=0.0
+        0.3,
+        "the encoder's step size relative to the rest; the reference's value.",
+        low=0.0,
+        batchable=True,
     )
     grad_clip_norm: float = hyperparameter(
-        20.0, "global gradient-norm clip; the reference's value.", low=0.0, low_open=True
+        20.0,
+        "global gradient-norm clip; the reference's value.",
+        low=0.0,
+        low_open=True,
+        batchable=True,
     )
     buffer_size: int = hyperparameter(
         1_000_000, "replay capacity in transitions per seed; the reference's value.", low=1
@@ -129,27 +140,47 @@ class TDMPC2Config:
         low=0.0,
         high=1.0,
         high_open=True,
+        batchable=True,
     )
     tau: float = hyperparameter(
-        0.01, "Polyak rate of the target Q-functions; the reference's value.", low=0.0, high=1.0
+        0.01,
+        "Polyak rate of the target Q-functions; the reference's value.",
+        low=0.0,
+        high=1.0,
+        batchable=True,
     )
     gradient_steps: int = hyperparameter(
         1, "updates per iteration; reference (one per environment step).", low=1
     )
     rho: float = hyperparameter(
-        0.5, "weight decay of the losses over the horizon, rho^t; the reference's value.", low=0.0
+        0.5,
+        "weight decay of the losses over the horizon, rho^t; the reference's value.",
+        low=0.0,
+        batchable=True,
     )
     consistency_coef: float = hyperparameter(
-        20.0, "weight of the latent consistency loss; the reference's value.", low=0.0
+        20.0,
+        "weight of the latent consistency loss; the reference's value.",
+        low=0.0,
+        batchable=True,
     )
     reward_coef: float = hyperparameter(
-        0.1, "weight of the reward loss; the reference's value.", low=0.0
+        0.1,
+        "weight of the reward loss; the reference's value.",
+        low=0.0,
+        batchable=True,
     )
     value_coef: float = hyperparameter(
-        0.1, "weight of the Q-value loss; the reference's value.", low=0.0
+        0.1,
+        "weight of the Q-value loss; the reference's value.",
+        low=0.0,
+        batchable=True,
     )
     entropy_coef: float = hyperparameter(
-        1e-4, "weight of the policy prior's entropy; the reference's value.", low=0.0
+        1e-4,
+        "weight of the policy prior's entropy; the reference's value.",
+        low=0.0,
+        batchable=True,
     )
     dropout: float = hyperparameter(
         0.01,
@@ -189,7 +220,8 @@ class TDMPC2(ReplayAgent):
         resolved = {}
         if self.config.learning_starts == 0:
             resolved["learning_starts"] = max(1000, 5 * episode)
-        if self.config.gamma == 0.0:
+        # A swept discount is traced and is the discount itself (check_values refuses 0).
+        if not isinstance(self.config.gamma, jax.core.Tracer) and self.config.gamma == 0.0:
             resolved["gamma"] = discount_for_episodes(episode)
         self.config = dataclasses.replace(self.config, **resolved)
         self._require_sequences_at_start(self.config.horizon)
@@ -227,6 +259,17 @@ class TDMPC2(ReplayAgent):
         self._prior_optimizer = clipped_over_one_vector(
             c.grad_clip_norm, optax.adam(c.learning_rate, eps=1e-5)
         )
+
+    def check_values(self, values: dict[str, Any]) -> None:
+        """Also refuse a swept discount of 0: as an argument it asks for the discount of the
+        task's episode length, which a traced value cannot ask."""
+        if values.get("gamma") == 0.0:
+            raise ValueError(
+                "gamma=0 cannot be swept: TD-MPC2 reads it as 'derive the discount from the "
+                f"episode length' ({self.config.gamma:g} here), which a value of a sweep "
+                "cannot ask for. Sweep discounts above 0."
+            )
+        super().check_values(values)
 
     @property
     def pretrain_updates(self) -> int:
