@@ -4,13 +4,17 @@ and wall time. Writes one JSON line per side to ``benchmarks/results/sweep.jsonl
 
     JAX_PLATFORMS=cpu python benchmarks/sweep_bench.py            # PPO, 16 configurations
     JAX_PLATFORMS=cpu python benchmarks/sweep_bench.py --agent SAC
+    JAX_PLATFORMS=cpu python benchmarks/sweep_bench.py --agent TDMPC2
     JAX_PLATFORMS=cpu python benchmarks/sweep_bench.py --study    # ajax sweep, --batch 4 vs 1
 
 PPO: 16 configurations (4 learning rates x 4 entropy coefficients) x 4 seeds on CartPole-v1,
 100k steps each. SAC: 4 configurations (learning rates) x 4 seeds on Pendulum-v1, 3,000
 steps (2,000 updates of its 256-unit networks: SAC's execution, not its compile, is the cost
 on a CPU), learning from step 1,000, its default buffer of 10^6 per place (the memory check
-counts every configuration's). Goal (issue 45): the batched grid in at most a third of the separate
+counts every configuration's). TDMPC2: 4 configurations (learning rates) x 4 seeds on
+Pendulum-v1 at its default size ("cpu"), 1,500 steps: the burst of 1,000 updates at step
+1,000, then 500 steps of planning and an update each, so that its long compile shows beside
+its execution. Goal (issue 45): the batched grid in at most a third of the separate
 runs' wall time.
 
 ``--study``: an ``ajax sweep`` of 8 PPO CartPole trials (4 seeds, 100k steps, learning rate
@@ -47,6 +51,12 @@ GRIDS = {
         {"learning_starts": 1_000},
         {"learning_rate": [1e-4, 3e-4, 1e-3, 3e-3]},
         3_000,
+    ),
+    "TDMPC2": (
+        "Pendulum-v1",
+        {"learning_starts": 1_000},
+        {"learning_rate": [1e-4, 3e-4, 1e-3, 3e-3]},
+        1_500,
     ),
 }
 SEEDS = [0, 1, 2, 3]
