@@ -156,8 +156,11 @@ class ReplayAgent(Agent):
         if update_calls is None:
             state, metrics = self._update(state)
         else:
-            zeros = jax.tree.map(jnp.zeros_like, jax.eval_shape(self._update, state)[1])
+            # Jitted, so that the loop's body reuses the trace that finds the metrics' shapes
+            # rather than tracing the update a second time.
+            update = jax.jit(self._update)
+            zeros = jax.tree.map(jnp.zeros_like, jax.eval_shape(update, state)[1])
             state, metrics = jax.lax.fori_loop(
-                0, update_calls, lambda _, carry: self._update(carry[0]), (state, zeros)
+                0, update_calls, lambda _, carry: update(carry[0]), (state, zeros)
             )
         return state, metrics | episode_metrics(transitions)
