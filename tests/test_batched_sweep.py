@@ -233,7 +233,7 @@ def test_every_batchable_field_is_read_inside_the_programs(name):
     steps = getattr(agent.config, "learning_starts", 0) + 4 * agent.steps_per_iteration + 64
     init = init_program(alone_agent, alone_agent.env_copies(alone_agent.n_envs), 1)
     start = jax.tree.map(lambda x: x[0], init(seed_array([0]), {}).params)
-    defaults = {name: getattr(agent.config, name) for name in values}
+    defaults = {field: getattr(agent.config, field) for field in values}
     grid = agent.train(seed=0, n_timesteps=steps, sweep=[values, defaults])
     runs = [grid.result(0), alone_agent.train(seed=0, n_timesteps=steps), grid.result(1)]
     swept, alone, default = (
