@@ -1,7 +1,8 @@
 """``train(..., sweep=...)``: a grid of batchable hyperparameters is one init and one segment
 program; a configuration's run is the same, bit for bit, in any grid of that shape, and
 agrees with its own run; refusals come before anything compiles; a second grid of the same
-shape is served by the program cache; every agent's batchable fields are traced."""
+shape is served by the program cache; every agent's batchable fields are traced (the world
+models' on their probes, in their own files)."""
 
 import dataclasses
 import json
@@ -20,6 +21,7 @@ from ajax.run.plan import RunPlan, seed_array
 from ajax.run.program import init_program
 from ajax.sweep import configurations
 
+from .grids import assert_read_inside, moved_sweep
 from .states import SMALL
 
 #: Eight configurations, learning-rate-major; B shares A's configurations 4 and 5.
@@ -203,49 +205,43 @@ def test_a_divergence_names_its_configuration_and_seed():
     assert found == [{"config": 1, "seed": 3, "timestep": 2560, "metric": "params"}]
 
 
-def _perturbed(agent) -> dict[str, float]:
-    """Each batchable field of ``agent`` moved off its default, inside its range."""
-    values = {}
-    for name in batchable_fields(type(agent.config)):
-        default = getattr(agent.config, name)
-        values[name] = 0.8 * default if default > 0 else 0.05
-    ajax.agents.base.validate_config(dataclasses.replace(agent.config, **values))
-    return values
+#: The world models' grids are their action probes' runs (tests/test_dreamerv3.py,
+#: tests/test_tdmpc2.py), checked by tests/grids.py alone: a program of theirs compiles for
+#: half a minute, and a run alone to compare with would be one more.
+CHECKED_ON_THEIR_PROBES = ("DreamerV3", "TDMPC2")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", sorted(n for n, cls in AGENTS.items() if batchable_fields(cls.Config))
+    "name",
+    sorted(
+        n
+        for n, cls in AGENTS.items()
+        if batchable_fields(cls.Config) and n not in CHECKED_ON_THEIR_PROBES
+    ),
 )
-def test_every_batchable_field_is_read_inside_the_programs(name):
-    """In a sweep of two configurations, every batchable field moved and every one at its
-    default, the first learns what the agent built with those values learns: a value the
-    agent kept from its construction (an optimiser built with the default) would make its
-    updates those of the default, which the second shows to differ, so that the comparison
-    could fail. Two programs per agent: the sweep's and the agent's alone."""
+def test_every_batchable_field_is_read_inside_the_programs(name, monkeypatch):
+    """The grid of an agent's own values and every batchable field moved trains the same
+    whether the agent was built with its own values or the moved ones (tests/grids.py), and
+    the moved configuration learns what the agent built with those values learns alone: its
+    updates agree to 1% of the largest."""
     env_id, settings = SMALL[name]
     if "learning_starts" in {f.name for f in dataclasses.fields(AGENTS[name].Config)}:
         settings = {"learning_starts": 32} | settings
     agent = AGENTS[name](env_id=env_id, **settings)
-    values = _perturbed(agent)
-    alone_agent = AGENTS[name](env_id=env_id, **settings, **values)
     # Four iterations and 64 steps past the warm-up.
     steps = getattr(agent.config, "learning_starts", 0) + 4 * agent.steps_per_iteration + 64
+    grid = agent.train(seed=0, n_timesteps=steps, sweep=moved_sweep(agent))
+    alone_agent = AGENTS[name](env_id=env_id, **settings, **grid.configs[1])
     init = init_program(alone_agent, alone_agent.env_copies(alone_agent.n_envs), 1)
     start = jax.tree.map(lambda x: x[0], init(seed_array([0]), {}).params)
-    defaults = {field: getattr(agent.config, field) for field in values}
-    grid = agent.train(seed=0, n_timesteps=steps, sweep=[values, defaults])
-    runs = [grid.result(0), alone_agent.train(seed=0, n_timesteps=steps), grid.result(1)]
-    swept, alone, default = (
+    runs = (grid.result(1), alone_agent.train(seed=0, n_timesteps=steps))
+    swept, alone = (
         jax.tree.leaves(jax.tree.map(lambda x, s: x[0] - s, r.state.params, start)) for r in runs
     )
-    moved = False
-    for s, a, d in zip(swept, alone, default, strict=True):
-        # The updates agree to 1% of the largest; the default's differ by more somewhere.
-        tolerance = 1e-2 * max(np.abs(a).max(), 1e-8)
-        np.testing.assert_allclose(s, a, rtol=0, atol=tolerance)
-        moved |= bool(np.abs(d - a).max() > tolerance)
-    assert moved, "the moved values changed nothing: the check could not see a stale one"
+    for s, a in zip(swept, alone, strict=True):
+        np.testing.assert_allclose(s, a, rtol=0, atol=1e-2 * max(np.abs(a).max(), 1e-8))
+    assert_read_inside(agent, grid, monkeypatch, seed=0, n_timesteps=steps)
 
 
 def test_the_memory_check_counts_every_configuration(monkeypatch):

@@ -3,7 +3,7 @@ imagination's lambda-returns against the reference's recursion, the replay sched
 constructor's refusals, the acting carry's reset inside the replay schedule, and two short
 runs that train and evaluate: on CartPole, whose constant reward the reward head must fit
 (and whose saved run must act after loading), and on a continuous probe whose reward is the
-action.
+action, whose grid also shows a sweep reading every batchable field inside its program.
 
 Everything that runs uses the reference's ``debug`` sizes (``PRESETS["debug"]``)."""
 
@@ -23,6 +23,7 @@ from ajax.agents.dreamerv3 import (
     replay_schedule,
 )
 
+from .grids import assert_read_inside, moved_sweep
 from .probes import RewardIsAction
 from .states import initial_state
 
@@ -188,20 +189,30 @@ def test_the_reward_head_fits_a_constant_reward(cartpole_result):
     np.testing.assert_allclose(predict(cartpole_result.state.params), 1.0, rtol=0.1)
 
 
-def test_the_actor_pushes_its_action_up_where_the_reward_is_the_action(tmp_path):
+@pytest.fixture(scope="module")
+def action_grid(tmp_path_factory):
+    """The action probe's run, as the first configuration of a grid whose second moves every
+    batchable field (tests/grids.py): one program serves the probe and the sweep's check."""
     agent = DreamerV3(RewardIsAction(), n_envs=4, **PROBE)
-    result = agent.train(
-        seed=[0, 1],
-        n_timesteps=2_000,
-        num_episode_test=2,
-        logging_config=LoggingConfig(log_frequency=1_000, log_dir=tmp_path),
-    )
-    for seed in range(2):
-        params = jax.tree.map(lambda x, s=seed: x[s], result.state.params)
-        assert float(agent.policy(params, jnp.ones((1, 1))).mode()[0, 0]) > 0.9
+    logging_config = LoggingConfig(log_frequency=1_000, log_dir=tmp_path_factory.mktemp("action"))
+    train = dict(seed=[0, 1], n_timesteps=2_000, num_episode_test=2, logging_config=logging_config)
+    return agent, agent.train(sweep=moved_sweep(agent), **train), train
+
+
+def test_the_actor_pushes_its_action_up_where_the_reward_is_the_action(action_grid):
+    result = action_grid[1].result(0)
+    # One program for both seeds: op by op, each operation compiles on its own.
+    mode = jax.jit(jax.vmap(lambda p: result.agent.policy(p, jnp.ones((1, 1))).mode()[0, 0]))
+    assert np.all(np.asarray(mode(result.state.params)) > 0.9)
     # Evaluation on this continuous task: one step, whose return is the action taken.
     returns = result.evaluations["episode_return"]
     assert returns.shape == (2, 2) and np.all(returns[:, -1] > 0.9), returns
+
+
+@pytest.mark.slow
+def test_every_batchable_field_is_read_inside_the_program(action_grid, monkeypatch):
+    agent, grid, train = action_grid
+    assert_read_inside(agent, grid, monkeypatch, **train)
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 """TD-MPC2: its settings from the task, its planning step at every preset (traced only), the
-plan carried and reset per copy, its memory estimate, and two probes on a small model."""
+plan carried and reset per copy, its memory estimate, and two probes on a small model, the
+second a grid that also shows a sweep reading every batchable field inside its program."""
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +12,7 @@ from ajax import TDMPC2
 from ajax.agents.tdmpc2 import PRESETS
 from ajax.run.plan import state_bytes
 
+from .grids import assert_read_inside, moved_sweep
 from .probes import ContinuingReward, RewardIsAction, _Probe
 from .states import initial_state
 
@@ -157,21 +159,36 @@ def continuing():
 def test_q_learns_a_constant_reward_within_ten_percent(continuing):
     agent, result = continuing
     obs, action = jnp.ones((1, 1)), jnp.array([[0.3]])
-    q = jax.vmap(lambda p: agent.q_values(p, obs, action))(result.state.params)
+    # One program for both seeds: op by op, each operation compiles on its own.
+    q = jax.jit(jax.vmap(lambda p: agent.q_values(p, obs, action)))(result.state.params)
     np.testing.assert_allclose(np.asarray(q), 1 / (1 - 0.75), rtol=0.1)
 
 
-def test_the_planned_action_finds_the_largest_reward():
+@pytest.fixture(scope="module")
+def action_grid():
+    """The action probe's run, as the first configuration of a grid whose second moves every
+    batchable field (tests/grids.py): one program serves the probe and the sweep's check."""
     agent = TDMPC2(RewardIsAction(), n_envs=2, **PROBE)
-    result = agent.train(seed=[0, 1], n_timesteps=1024)
-    obs = jnp.ones((1, 1))
+    return agent, agent.train(seed=[0, 1], n_timesteps=1024, sweep=moved_sweep(agent))
+
+
+def test_the_planned_action_finds_the_largest_reward(action_grid):
+    result = action_grid[1].result(0)
+    agent, obs = result.agent, jnp.ones((1, 1))
 
     def planned(params, key):
         carry = agent.initial_carry(params, 1)
         return agent.act(params, obs, carry, key, True)[0][0, 0]
 
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    actions = jax.vmap(planned)(result.state.params, keys)
-    prior = jax.vmap(lambda p: agent.policy(p, obs).mode()[0, 0])(result.state.params)
+    # One program each: op by op, every operation of the planner compiles on its own.
+    actions = jax.jit(jax.vmap(planned))(result.state.params, keys)
+    prior = jax.jit(jax.vmap(lambda p: agent.policy(p, obs).mode()[0, 0]))(result.state.params)
     assert np.all(np.asarray(actions) > 0.9), actions
     assert np.all(np.asarray(prior) > 0.9), prior
+
+
+@pytest.mark.slow
+def test_every_batchable_field_is_read_inside_the_program(action_grid, monkeypatch):
+    agent, grid = action_grid
+    assert_read_inside(agent, grid, monkeypatch, seed=[0, 1], n_timesteps=1024)
