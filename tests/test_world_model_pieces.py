@@ -315,7 +315,8 @@ def test_a_block_layers_gradients_are_those_of_its_dense_form():
     x, shared = jax.random.normal(jax.random.key(1), (2, 5, 6)), jnp.ones((2, 5, 4))
     weights = jax.random.normal(jax.random.key(2), (3, 2, 5, 3))
     layer = BlockLinear(units=9, blocks=3, parts=3)
-    p = layer.init(jax.random.key(3), x, shared)
+    # Jitted throughout: op by op, each operation compiles on its own.
+    p = jax.jit(layer.init)(jax.random.key(3), x, shared)
 
     def dense_form(p, x, shared):
         kernel, bias = p["params"]["kernel"], p["params"]["bias"]
@@ -327,7 +328,7 @@ def test_a_block_layers_gradients_are_those_of_its_dense_form():
         return lambda *a: sum(jnp.sum(w * o) for w, o in zip(weights, apply(*a), strict=True))
 
     got = jax.jit(jax.grad(weighted(layer.apply), argnums=(0, 1, 2)))(p, x, shared)
-    want = jax.grad(weighted(dense_form), argnums=(0, 1, 2))(p, x, shared)
+    want = jax.jit(jax.grad(weighted(dense_form), argnums=(0, 1, 2)))(p, x, shared)
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
     bias_grad = np.zeros((2, 5, 9))
@@ -337,7 +338,8 @@ def test_a_block_layers_gradients_are_those_of_its_dense_form():
     # Forward mode too: the bias's Jacobian, column by column, is the reverse mode's.
     first = lambda bias: layer.apply({"params": p["params"] | {"bias": bias}}, x, shared)[0]  # noqa: E731
     bias = p["params"]["bias"]
-    np.testing.assert_allclose(jax.jacfwd(first)(bias), jax.jacrev(first)(bias), atol=1e-6)
+    forward, reverse = jax.jit(jax.jacfwd(first))(bias), jax.jit(jax.jacrev(first))(bias)
+    np.testing.assert_allclose(forward, reverse, atol=1e-6)
 
 
 def _numpy_kl(p_logits, q_logits):
