@@ -7,7 +7,9 @@ relies on this never happening."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -25,21 +27,31 @@ def moved_sweep(agent: Any) -> list[dict[str, float]]:
     return [own, moved]
 
 
+@contextlib.contextmanager
+def segments_traced() -> Iterator[list[int]]:
+    """A list that gains an entry for each segment program traced inside the block."""
+    traced: list[int] = []
+    original = lowering.segment_program
+
+    def counted(*args, **kwargs):
+        traced.append(1)
+        return original(*args, **kwargs)
+
+    lowering.segment_program = counted
+    try:
+        yield traced
+    finally:
+        lowering.segment_program = original
+
+
 def assert_read_inside(agent: Any, grid: Any, monkeypatch: Any, **train: Any) -> None:
     """``grid``, ``agent`` trained over :func:`moved_sweep` with ``train``'s arguments, is
     the same, bit for bit, as the grid the agent built with the moved values trains. That
     grid is traced anew, since the program cache would hand back the first grid's program;
     the compile cache serves its compile when the two programs are the same."""
-    traced = []
-    segment_program = lowering.segment_program
-
-    def counted(*args, **kwargs):
-        traced.append(1)
-        return segment_program(*args, **kwargs)
-
-    monkeypatch.setattr(lowering, "segment_program", counted)
     monkeypatch.setattr("ajax._program_cache.load", lambda key: None)
-    again = agent.with_values(grid.configs[1]).train(sweep=grid.configs, **train)
+    with segments_traced() as traced:
+        again = agent.with_values(grid.configs[1]).train(sweep=grid.configs, **train)
     assert traced, "the second grid was not traced: the check compared a program with itself"
     for c in range(2):
         first, second = (jax.tree.leaves(g.result(c).state) for g in (grid, again))

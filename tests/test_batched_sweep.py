@@ -15,13 +15,12 @@ import pytest
 import ajax
 from ajax import AGENTS, PPO, CheckpointConfig, LoggingConfig
 from ajax.agents.base import batchable_fields
-from ajax.run import lowering
 from ajax.run.host import divergences, place_labels
 from ajax.run.plan import RunPlan, seed_array
 from ajax.run.program import init_program
 from ajax.sweep import configurations
 
-from .grids import assert_read_inside, moved_sweep
+from .grids import assert_read_inside, moved_sweep, segments_traced
 from .states import SMALL
 
 #: Eight configurations, learning-rate-major; B shares A's configurations 4 and 5.
@@ -57,30 +56,22 @@ def grids(tmp_path_factory):
             events.append(kwargs.get("fun_name"))
 
     jax.monitoring.register_event_duration_secs_listener(listen)
-    traced = []
-    original = lowering.segment_program
-
-    def counted(*args, **kwargs):
-        traced.append(1)
-        return original(*args, **kwargs)
-
-    lowering.segment_program = counted
     runs = {}
     try:
-        for name, grid in (("A", GRID_A), ("B", GRID_B)):
-            events.clear()
-            traced.clear()
-            log_dir = tmp_path_factory.mktemp(name)
-            result = PPO(env_id="CartPole-v1").train(
-                seed=SEEDS,
-                n_timesteps=STEPS,
-                num_episode_test=2,
-                logging_config=LoggingConfig(log_frequency=EVERY, log_dir=log_dir),
-                sweep=grid,
-            )
-            runs[name] = (result, _program_compiles(events), len(traced))
+        with segments_traced() as traced:
+            for name, grid in (("A", GRID_A), ("B", GRID_B)):
+                events.clear()
+                traced.clear()
+                log_dir = tmp_path_factory.mktemp(name)
+                result = PPO(env_id="CartPole-v1").train(
+                    seed=SEEDS,
+                    n_timesteps=STEPS,
+                    num_episode_test=2,
+                    logging_config=LoggingConfig(log_frequency=EVERY, log_dir=log_dir),
+                    sweep=grid,
+                )
+                runs[name] = (result, _program_compiles(events), len(traced))
     finally:
-        lowering.segment_program = original
         jax.monitoring.unregister_event_duration_listener(listen)
     return runs
 
