@@ -153,7 +153,7 @@ def test_the_plan_is_carried_and_reset_per_copy_and_the_bursts_step_is_random():
 def continuing():
     env = ContinuingReward(continuous=True)
     agent = TDMPC2(env, n_envs=2, gamma=0.75, **PROBE)
-    return agent, agent.train(seed=[0, 1], n_timesteps=1024)
+    return agent, agent.train(seed=[0, 1], n_timesteps=512)
 
 
 def test_q_learns_a_constant_reward_within_ten_percent(continuing):
@@ -169,7 +169,8 @@ def action_grid():
     """The action probe's run, as the first configuration of a grid whose second moves every
     batchable field (tests/grids.py): one program serves the probe and the sweep's check."""
     agent = TDMPC2(RewardIsAction(), n_envs=2, **PROBE)
-    return agent, agent.train(seed=[0, 1], n_timesteps=1024, sweep=moved_sweep(agent))
+    train = dict(seed=[0, 1], n_timesteps=512)
+    return agent, agent.train(sweep=moved_sweep(agent), **train), train
 
 
 def test_the_planned_action_finds_the_largest_reward(action_grid):
@@ -190,5 +191,5 @@ def test_the_planned_action_finds_the_largest_reward(action_grid):
 
 @pytest.mark.slow
 def test_every_batchable_field_is_read_inside_the_program(action_grid, monkeypatch):
-    agent, grid = action_grid
-    assert_read_inside(agent, grid, monkeypatch, seed=[0, 1], n_timesteps=1024)
+    agent, grid, train = action_grid
+    assert_read_inside(agent, grid, monkeypatch, **train)

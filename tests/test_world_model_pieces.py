@@ -41,13 +41,16 @@ def test_bins_are_symmetric_about_an_exact_zero_and_decode_their_mean(layout, n)
     half = n // 2
     assert values.shape == (n,) and values[half] == 0.0 and np.all(np.diff(values) > 0)
     np.testing.assert_array_equal(values[:half], -values[half + 1 :][::-1])
-    # Uniform probabilities over symmetric bins predict exactly zero.
-    assert float(bins.decode(jnp.zeros(n))) == 0.0
-    # The folded product is the mean of the bins under the softmax.
-    logits = jax.random.normal(jax.random.key(3), (6, n)) * 3.0
-    mean = (np.asarray(jax.nn.softmax(logits)) * values).sum(-1)
+    # Uniform probabilities (the first row) over symmetric bins predict exactly zero; the
+    # folded product is the mean of the bins under the softmax.
+    logits = np.random.default_rng(3).normal(size=(7, n)).astype(np.float32) * 3.0
+    logits[0] = 0.0
+    decoded = np.asarray(jax.jit(bins.decode)(logits))  # jitted: op by op, each op compiles
+    assert decoded[0] == 0.0
+    probs = np.exp(np.float64(logits) - logits.max(-1, keepdims=True))
+    mean = (probs / probs.sum(-1, keepdims=True) * values).sum(-1)
     want = np.sign(mean) * np.expm1(np.abs(mean)) if bins.symlog_targets else mean
-    np.testing.assert_allclose(bins.decode(logits), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(decoded, want, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="odd"):
         layout(n + 1)
 
@@ -55,14 +58,16 @@ def test_bins_are_symmetric_about_an_exact_zero_and_decode_their_mean(layout, n)
 @pytest.mark.parametrize("layout", [symexp_bins, symlog_bins])
 def test_two_hot_weights_sum_to_one_and_decode_back(layout):
     bins = layout()
-    weights = np.asarray(bins.encode(jnp.asarray(VALUES)))
+    # Logits whose softmax is the encoding predict the value back, within the bins' range
+    # (TD-MPC2's ends at symexp(10), about 22,026). One program: op by op, each op compiles.
+    weights, decoded = jax.jit(
+        lambda x: (bins.encode(x), bins.decode(jnp.log(bins.encode(x) + 1e-30)))
+    )(VALUES)
+    weights = np.asarray(weights)
     np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
     assert ((weights > 0).sum(-1) <= 2).all() and (weights >= 0).all()
-    # Logits whose softmax is the encoding predict the value back, within the bins' range
-    # (TD-MPC2's ends at symexp(10), about 22,026).
     inside = np.abs(VALUES) < 2e4
-    decoded = bins.decode(jnp.log(jnp.asarray(weights[inside]) + 1e-30))
-    np.testing.assert_allclose(decoded, VALUES[inside], rtol=2e-3, atol=1e-3)
+    np.testing.assert_allclose(np.asarray(decoded)[inside], VALUES[inside], rtol=2e-3, atol=1e-3)
 
 
 def test_tdmpc2s_encoding_is_the_references_floor_and_offset():
@@ -79,7 +84,7 @@ def test_tdmpc2s_encoding_is_the_references_floor_and_offset():
 
 def test_a_target_beyond_the_bins_sits_on_the_end_bin():
     bins = symlog_bins()
-    weights = np.asarray(bins.encode(jnp.array([-1e30, 1e30])))
+    weights = np.asarray(jax.jit(bins.encode)(jnp.array([-1e30, 1e30])))
     assert weights[0, 0] == 1.0 and weights[1, -1] == 1.0
 
 
@@ -87,15 +92,20 @@ def test_a_target_beyond_the_bins_sits_on_the_end_bin():
 def test_the_loss_gradient_does_not_grow_with_the_target(layout):
     bins = layout()
     logits = jax.random.normal(jax.random.key(0), (len(bins.values),))
-    for target in (1.0, 1e4):
+
+    @jax.jit  # one program: op by op, each op compiles on its own
+    def loss_and_gradient(target):
         # The cross-entropy to the two-hot encoding, without forming it.
-        cross_entropy = -(bins.encode(jnp.float32(target)) * jax.nn.log_softmax(logits)).sum()
-        np.testing.assert_allclose(bins.loss(logits, jnp.float32(target)), cross_entropy, rtol=1e-5)
-        grad = jax.grad(bins.loss)(logits, jnp.float32(target))
+        cross_entropy = -(bins.encode(target) * jax.nn.log_softmax(logits)).sum()
         # d/dlogits of the cross-entropy: softmax minus the two-hot weights.
-        want = jax.nn.softmax(logits) - bins.encode(jnp.float32(target))
+        want = jax.nn.softmax(logits) - bins.encode(target)
+        return bins.loss(logits, target), cross_entropy, jax.grad(bins.loss)(logits, target), want
+
+    for target in (1.0, 1e4):
+        loss, cross_entropy, grad, want = loss_and_gradient(jnp.float32(target))
+        np.testing.assert_allclose(loss, cross_entropy, rtol=1e-5)
         np.testing.assert_allclose(grad, want, atol=1e-6)
-        assert float(jnp.linalg.norm(grad)) <= np.sqrt(2.0)
+        assert np.linalg.norm(np.asarray(grad, np.float64)) <= np.sqrt(2.0)
 
 
 def test_dreamers_scale_averages_the_percentiles_and_never_divides_by_less_than_one():
@@ -120,7 +130,7 @@ def test_tdmpc2s_scale_starts_at_one_and_averages_the_floored_spread():
 
 def test_simnorm_groups_are_simplices():
     x = jax.random.normal(jax.random.key(2), (3, 5, 64)) * 10.0
-    y = simnorm(x)
+    y = jax.jit(simnorm)(x)
     groups = np.asarray(y).reshape(3, 5, 8, 8)
     np.testing.assert_allclose(groups.sum(-1), 1.0, rtol=1e-5)
     assert (groups >= 0).all() and y.shape == x.shape
@@ -166,9 +176,9 @@ def test_mppi_alone_converges_to_the_best_action():
         np.testing.assert_allclose(mean, jnp.broadcast_to(target, (3, 2)), atol=0.05)
         np.testing.assert_allclose(action, target, atol=0.1)
     # With its noise, the action stays in [-1, 1] and near the plan.
-    noisy, _ = planner.plan(
-        _distance_to(target), jnp.zeros((3, 2)), jnp.zeros((0, 3, 2)), jax.random.key(9)
-    )
+    noisy, _ = jax.jit(
+        lambda key: planner.plan(_distance_to(target), jnp.zeros((3, 2)), jnp.zeros((0, 3, 2)), key)
+    )(jax.random.key(9))
     assert noisy.shape == (2,) and bool(jnp.all(jnp.abs(noisy) <= 1.0))
 
 
@@ -176,9 +186,11 @@ def test_mppi_takes_the_policys_proposal_when_it_is_the_best():
     target = jnp.array([-0.9])
     proposals = jnp.broadcast_to(target, (24, 3, 1))
     planner = MPPI(iterations=1)
-    action, _ = planner.plan(
-        _distance_to(target), jnp.zeros((3, 1)), proposals, jax.random.key(0), deterministic=True
-    )
+    action, _ = jax.jit(
+        lambda key: planner.plan(
+            _distance_to(target), jnp.zeros((3, 1)), proposals, key, deterministic=True
+        )
+    )(jax.random.key(0))
     np.testing.assert_allclose(action, target, atol=1e-6)
     with pytest.raises(ValueError, match="policy_samples < samples"):
         MPPI(samples=16, policy_samples=16)
@@ -194,7 +206,8 @@ def test_every_refit_scores_with_a_fresh_key():
         return -(actions**2).sum(axis=(1, 2))
 
     planner = MPPI(samples=16, policy_samples=0, elites=4, iterations=4)
-    planner.plan(value_of, jnp.zeros((3, 1)), jnp.zeros((0, 3, 1)), jax.random.key(0))
+    plan = jax.jit(lambda key: planner.plan(value_of, jnp.zeros((3, 1)), jnp.zeros((0, 3, 1)), key))
+    jax.block_until_ready(plan(jax.random.key(0)))
     assert len(seen) == 4 and len(set(seen)) == 4
 
 
@@ -234,8 +247,9 @@ def test_laprop_is_the_references_optimiser():
     optimizer = laprop(learning_rate=1e-2, warmup=2)
     state = optimizer.init(params)
     got = {k: jnp.asarray(v) for k, v in params.items()}
+    step = jax.jit(lambda g, s, p: optimizer_step(optimizer, g, s, p))  # one program
     for g in grads:
-        got, state = optimizer_step(optimizer, g, state, got)
+        got, state = step(g, state, got)
     want = _numpy_laprop(params, grads, 1e-2, 0.9, 0.999, 1e-20, 0.3, 2)
     for k in params:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-7)
@@ -285,24 +299,27 @@ def test_a_block_layer_gives_each_group_its_own_inputs_and_the_shared_ones():
         jax.random.normal(jax.random.key(1), (2, 6)),
         jax.random.normal(jax.random.key(2), (2, 4)),
     )
+    x, shared = np.asarray(x), np.asarray(shared)
+    # Jitted throughout: op by op, each operation compiles on its own.
     layer = BlockLinear(units=9, blocks=3)
-    p = layer.init(jax.random.key(3), x, shared)
+    p = jax.jit(layer.init)(jax.random.key(3), x, shared)
     kernel = np.asarray(p["params"]["kernel"])
     assert kernel.shape == (3, 2 + 4, 3)
-    p = {"params": {"kernel": kernel, "bias": np.arange(9.0)}}
+    p = {"params": {"kernel": kernel, "bias": np.arange(9.0, dtype=np.float32)}}
     want = np.concatenate(
         [np.concatenate([x[:, 2 * k : 2 * k + 2], shared], -1) @ kernel[k] for k in range(3)], -1
     )
-    (out,) = layer.apply(p, x, shared)
+    (out,) = jax.jit(layer.apply)(p, x, shared)
     np.testing.assert_allclose(out, want + np.arange(9.0), rtol=1e-5)
-    (out,) = layer.apply({"params": {"kernel": kernel[:, :2], "bias": np.zeros(9)}}, x)
+    alone = {"params": {"kernel": kernel[:, :2], "bias": np.zeros(9, np.float32)}}
+    (out,) = jax.jit(layer.apply)(alone, x)
     np.testing.assert_allclose(
         out,
         np.concatenate([x[:, 2 * k : 2 * k + 2] @ kernel[k, :2] for k in range(3)], -1),
         rtol=1e-5,
     )
     # In three parts: piece i of each group's three units, the groups in order.
-    pieces = BlockLinear(units=9, blocks=3, parts=3).apply(p, x, shared)
+    pieces = jax.jit(BlockLinear(units=9, blocks=3, parts=3).apply)(p, x, shared)
     for i, piece in enumerate(pieces):
         np.testing.assert_allclose(piece, (want + np.arange(9.0))[:, i::3], rtol=1e-5)
     with pytest.raises(ValueError, match="divide evenly"):
@@ -349,43 +366,62 @@ def _numpy_kl(p_logits, q_logits):
 
 
 def test_the_kl_is_categoricals_and_free_bits_leave_a_small_one_alone():
-    keys = jax.random.split(jax.random.key(10), 2)
-    post = unimix_logits(jax.random.normal(keys[0], (4, 32, 16)) * 3.0)
-    prior = unimix_logits(jax.random.normal(keys[1], (4, 32, 16)) * 3.0)
-    np.testing.assert_allclose(
-        categorical_kl(post, prior), _numpy_kl(np.asarray(post), np.asarray(prior)), rtol=1e-4
-    )
-    total, (dyn, rep) = balanced_kl(post, prior)[0], balanced_kl(post, prior)[1].T
-    assert bool(jnp.all(dyn > 1.0)) and bool(jnp.all(rep > 1.0)), "the premise: KLs above 1"
+    rng = np.random.default_rng(10)
+    post, prior = (rng.normal(size=(2, 4, 32, 16)) * 3.0).astype(np.float32)
+    close = prior + 0.01 * rng.normal(size=prior.shape).astype(np.float32)
+
+    @jax.jit  # one program: op by op, each op compiles on its own
+    def kls(post, prior, close):
+        post, prior, close = unimix_logits(post), unimix_logits(prior), unimix_logits(close)
+        # The dynamics term trains the prior alone, the representation term the posterior.
+        by_prior = jax.grad(lambda q: balanced_kl(post, q)[1][..., 0].sum())(prior)
+        by_post = jax.grad(lambda p: balanced_kl(p, prior)[1][..., 0].sum())(post)
+        flat = jax.grad(lambda p, q: balanced_kl(p, q)[0].sum(), argnums=(0, 1))(close, prior)
+        return {
+            "logits": (post, prior),
+            "kl": categorical_kl(post, prior),
+            "balanced": balanced_kl(post, prior),
+            "by": (by_prior, by_post),
+            "close": categorical_kl(close, prior),
+            "flat": flat,
+        }
+
+    out = jax.tree.map(np.asarray, kls(post, prior, close))
+    np.testing.assert_allclose(out["kl"], _numpy_kl(*out["logits"]), rtol=1e-4)
+    total, (dyn, rep) = out["balanced"][0], out["balanced"][1].T
+    assert np.all(dyn > 1.0) and np.all(rep > 1.0), "the premise: KLs above 1"
     np.testing.assert_allclose(total, dyn + 0.1 * rep, rtol=1e-6)
-    # The dynamics term trains the prior alone, the representation term the posterior alone.
-    by_prior = jax.grad(lambda q: balanced_kl(post, q)[1][..., 0].sum())(prior)
-    by_post = jax.grad(lambda p: balanced_kl(p, prior)[1][..., 0].sum())(post)
-    assert float(jnp.abs(by_prior).sum()) > 0 and float(jnp.abs(by_post).sum()) == 0
+    by_prior, by_post = out["by"]
+    assert np.abs(by_prior).sum() > 0 and np.abs(by_post).sum() == 0
     # Below one nat the loss is flat: no gradient at all.
-    close = prior + 0.01 * jax.random.normal(keys[0], prior.shape)
-    assert bool(jnp.all(categorical_kl(close, prior) < 1.0))
-    flat = jax.grad(lambda p, q: balanced_kl(p, q)[0].sum(), argnums=(0, 1))(close, prior)
-    assert all(float(jnp.abs(g).sum()) == 0 for g in flat)
+    assert np.all(out["close"] < 1.0)
+    assert all(np.abs(g).sum() == 0 for g in out["flat"])
 
 
 def test_unimix_keeps_one_percent_uniform_and_samples_pass_probabilities_gradients():
     logits = jnp.array([[30.0, 0.0, -30.0, 0.0]])
-    probs = jnp.exp(unimix_logits(logits))
+    weights = jnp.arange(4.0)
+    sampled = lambda x: (straight_through_sample(jax.random.key(0), x) * weights).sum()  # noqa: E731
+    expected = lambda x: (jax.nn.softmax(x) * weights).sum()  # noqa: E731
+    # One program: op by op, each op compiles on its own.
+    probs, sample, grad, want = jax.jit(
+        lambda x: (
+            jnp.exp(unimix_logits(x)),
+            straight_through_sample(jax.random.key(0), x),
+            jax.grad(sampled)(jnp.zeros(4)),
+            jax.grad(expected)(jnp.zeros(4)),
+        )
+    )(logits)
     np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-6)
     assert float(probs.min()) >= 0.01 / 4 * 0.999
-    sample = straight_through_sample(jax.random.key(0), logits)
     np.testing.assert_array_equal(sample, [[1.0, 0.0, 0.0, 0.0]])
-    weights = jnp.arange(4.0)
-    grad = jax.grad(lambda x: (straight_through_sample(jax.random.key(0), x) * weights).sum())
-    want = jax.grad(lambda x: (jax.nn.softmax(x) * weights).sum())
-    np.testing.assert_allclose(grad(jnp.zeros(4)), want(jnp.zeros(4)), rtol=1e-6)
+    np.testing.assert_allclose(grad, want, rtol=1e-6)
 
 
 def test_samples_of_the_latents_follow_their_probabilities():
     probs = jnp.array([0.1, 0.6, 0.0, 0.3])
     logits = jnp.broadcast_to(jnp.log(probs), (20_000, 4))
-    samples = np.asarray(straight_through_sample(jax.random.key(5), logits))
+    samples = np.asarray(jax.jit(straight_through_sample)(jax.random.key(5), logits))
     assert set(np.unique(samples)) == {0.0, 1.0} and (samples.sum(-1) == 1.0).all()
     # Within 4 standard errors of each class's probability; the impossible class never drawn.
     np.testing.assert_allclose(samples.mean(0), probs, atol=4 * np.sqrt(0.25 / 20_000))
