@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import jax
 
+from ajax._xla import compiler_options
+
 #: Every agent on a task of its kind (Pendulum for the continuous ones: its gymnax reset
 #: builds a leaf from a Python number), with small settings that keep its programs quick to
 #: compile; the programs have the same structure at any size.
@@ -39,8 +41,10 @@ SMALL = {
 
 def initial_state(agent, n_copies: int | None = None, n_iterations: int = 1, seed: int = 0):
     """One seed's initial state on ``n_copies`` environment copies (the agent's own count by
-    default), and the copies. ``agent.init`` runs as one compiled program: run op by op, it
-    compiles every operation on its own, which takes seconds for one agent."""
+    default), and the copies. ``agent.init`` runs as one program, compiled with the options
+    ``train`` compiles it with (at O0: it runs once); run op by op, it compiles every
+    operation on its own, which takes seconds for one agent."""
     env = agent.env_copies(agent.n_envs if n_copies is None else n_copies)
-    state = jax.jit(lambda key: agent.init(key, env, n_iterations))(jax.random.key(seed))
-    return state, env
+    key = jax.random.key(seed)
+    init = jax.jit(lambda key: agent.init(key, env, n_iterations)).lower(key)
+    return init.compile(compiler_options(agent, runs_once=True))(key), env
