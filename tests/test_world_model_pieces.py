@@ -2,7 +2,10 @@
 papers' definitions written out independently: symlog, two-hot regression over both bin
 layouts, the two return scales, SimNorm, Mish, LaProp, the block GRU, the categorical
 latents' KL balancing with free bits, TD-MPC2's discount, MPPI planning, and the mask of a
-sampled run's first episode."""
+sampled run's first episode.
+
+What runs, runs jitted: op by op, JAX compiles each operation on its own, and on a 2-core
+machine those compiles wait behind the other test worker's."""
 
 import jax
 import jax.numpy as jnp
@@ -45,7 +48,7 @@ def test_bins_are_symmetric_about_an_exact_zero_and_decode_their_mean(layout, n)
     # folded product is the mean of the bins under the softmax.
     logits = np.random.default_rng(3).normal(size=(7, n)).astype(np.float32) * 3.0
     logits[0] = 0.0
-    decoded = np.asarray(jax.jit(bins.decode)(logits))  # jitted: op by op, each op compiles
+    decoded = np.asarray(jax.jit(bins.decode)(logits))
     assert decoded[0] == 0.0
     probs = np.exp(np.float64(logits) - logits.max(-1, keepdims=True))
     mean = (probs / probs.sum(-1, keepdims=True) * values).sum(-1)
@@ -58,11 +61,15 @@ def test_bins_are_symmetric_about_an_exact_zero_and_decode_their_mean(layout, n)
 @pytest.mark.parametrize("layout", [symexp_bins, symlog_bins])
 def test_two_hot_weights_sum_to_one_and_decode_back(layout):
     bins = layout()
+
     # Logits whose softmax is the encoding predict the value back, within the bins' range
-    # (TD-MPC2's ends at symexp(10), about 22,026). One program: op by op, each op compiles.
-    weights, decoded = jax.jit(
-        lambda x: (bins.encode(x), bins.decode(jnp.log(bins.encode(x) + 1e-30)))
-    )(VALUES)
+    # (TD-MPC2's ends at symexp(10), about 22,026).
+    @jax.jit
+    def round_trip(x):
+        weights = bins.encode(x)
+        return weights, bins.decode(jnp.log(weights + 1e-30))
+
+    weights, decoded = round_trip(VALUES)
     weights = np.asarray(weights)
     np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
     assert ((weights > 0).sum(-1) <= 2).all() and (weights >= 0).all()
@@ -93,7 +100,7 @@ def test_the_loss_gradient_does_not_grow_with_the_target(layout):
     bins = layout()
     logits = jax.random.normal(jax.random.key(0), (len(bins.values),))
 
-    @jax.jit  # one program: op by op, each op compiles on its own
+    @jax.jit
     def loss_and_gradient(target):
         # The cross-entropy to the two-hot encoding, without forming it.
         cross_entropy = -(bins.encode(target) * jax.nn.log_softmax(logits)).sum()
@@ -247,7 +254,7 @@ def test_laprop_is_the_references_optimiser():
     optimizer = laprop(learning_rate=1e-2, warmup=2)
     state = optimizer.init(params)
     got = {k: jnp.asarray(v) for k, v in params.items()}
-    step = jax.jit(lambda g, s, p: optimizer_step(optimizer, g, s, p))  # one program
+    step = jax.jit(lambda g, s, p: optimizer_step(optimizer, g, s, p))
     for g in grads:
         got, state = step(g, state, got)
     want = _numpy_laprop(params, grads, 1e-2, 0.9, 0.999, 1e-20, 0.3, 2)
@@ -268,7 +275,6 @@ def test_agc_clips_each_tensor_as_a_whole():
 
 def test_the_block_gru_is_a_gru_and_each_block_sees_its_own_state_alone():
     deter, inputs = jax.random.normal(jax.random.key(4), (2, 3, 16)), jnp.ones((2, 3, 5))
-    # Jitted: op by op, each of the cells' operations compiles on its own.
     cell = BlockGRU(deter=16, blocks=4)
     out = jax.jit(lambda d, x: cell.apply(cell.init(jax.random.key(5), d, x), d, x))(deter, inputs)
     assert out.shape == deter.shape
@@ -300,7 +306,6 @@ def test_a_block_layer_gives_each_group_its_own_inputs_and_the_shared_ones():
         jax.random.normal(jax.random.key(2), (2, 4)),
     )
     x, shared = np.asarray(x), np.asarray(shared)
-    # Jitted throughout: op by op, each operation compiles on its own.
     layer = BlockLinear(units=9, blocks=3)
     p = jax.jit(layer.init)(jax.random.key(3), x, shared)
     kernel = np.asarray(p["params"]["kernel"])
@@ -332,7 +337,6 @@ def test_a_block_layers_gradients_are_those_of_its_dense_form():
     x, shared = jax.random.normal(jax.random.key(1), (2, 5, 6)), jnp.ones((2, 5, 4))
     weights = jax.random.normal(jax.random.key(2), (3, 2, 5, 3))
     layer = BlockLinear(units=9, blocks=3, parts=3)
-    # Jitted throughout: op by op, each operation compiles on its own.
     p = jax.jit(layer.init)(jax.random.key(3), x, shared)
 
     def dense_form(p, x, shared):
@@ -370,7 +374,7 @@ def test_the_kl_is_categoricals_and_free_bits_leave_a_small_one_alone():
     post, prior = (rng.normal(size=(2, 4, 32, 16)) * 3.0).astype(np.float32)
     close = prior + 0.01 * rng.normal(size=prior.shape).astype(np.float32)
 
-    @jax.jit  # one program: op by op, each op compiles on its own
+    @jax.jit
     def kls(post, prior, close):
         post, prior, close = unimix_logits(post), unimix_logits(prior), unimix_logits(close)
         # The dynamics term trains the prior alone, the representation term the posterior.
@@ -403,7 +407,6 @@ def test_unimix_keeps_one_percent_uniform_and_samples_pass_probabilities_gradien
     weights = jnp.arange(4.0)
     sampled = lambda x: (straight_through_sample(jax.random.key(0), x) * weights).sum()  # noqa: E731
     expected = lambda x: (jax.nn.softmax(x) * weights).sum()  # noqa: E731
-    # One program: op by op, each op compiles on its own.
     probs, sample, grad, want = jax.jit(
         lambda x: (
             jnp.exp(unimix_logits(x)),
