@@ -275,27 +275,32 @@ def test_agc_clips_each_tensor_as_a_whole():
 
 def test_the_block_gru_is_a_gru_and_each_block_sees_its_own_state_alone():
     deter, inputs = jax.random.normal(jax.random.key(4), (2, 3, 16)), jnp.ones((2, 3, 5))
+    d, x = jax.random.normal(jax.random.key(6), (6,)), jax.random.normal(jax.random.key(7), (3,))
     cell = BlockGRU(deter=16, blocks=4)
-    out = jax.jit(lambda d, x: cell.apply(cell.init(jax.random.key(5), d, x), d, x))(deter, inputs)
-    assert out.shape == deter.shape
     # Without the hidden layers (whose normalisation spans the state), d new / d old is
     # block-diagonal: four blocks of 4 units.
     gates_only = BlockGRU(deter=16, blocks=4, layers=0)
-    params = jax.jit(gates_only.init)(jax.random.key(5), deter, inputs)
-    jacobian = jax.jit(jax.jacobian(lambda d: gates_only.apply(params, d, inputs[0, 0])))(
-        deter[0, 0]
-    )
-    blocks = np.kron(np.eye(4), np.ones((4, 4))).astype(bool)
-    assert np.all(np.asarray(jacobian)[~blocks] == 0) and np.any(np.asarray(jacobian)[blocks] != 0)
     # One block, no hidden layer: the GRU equations, from the kernel by hand.
     plain = BlockGRU(deter=6, blocks=1, layers=0)
-    d, x = jax.random.normal(jax.random.key(6), (6,)), jax.random.normal(jax.random.key(7), (3,))
-    p = jax.jit(plain.init)(jax.random.key(8), d, x)
-    layer = p["params"]["BlockLinear_0"]
-    gates = jnp.concatenate([d, x]) @ layer["kernel"][0] + layer["bias"]
-    r, c, u = jax.nn.sigmoid(gates[:6]), gates[6:12], jax.nn.sigmoid(gates[12:] - 1.0)
-    want = u * jnp.tanh(r * c) + (1 - u) * d
-    np.testing.assert_allclose(jax.jit(plain.apply)(p, d, x), want, rtol=1e-5, atol=1e-6)
+
+    @jax.jit
+    def outputs():
+        out = cell.apply(cell.init(jax.random.key(5), deter, inputs), deter, inputs)
+        params = gates_only.init(jax.random.key(5), deter, inputs)
+        step = lambda state: gates_only.apply(params, state, inputs[0, 0])  # noqa: E731
+        p = plain.init(jax.random.key(8), d, x)
+        return out, jax.jacobian(step)(deter[0, 0]), p, plain.apply(p, d, x)
+
+    out, jacobian, p, plain_out = outputs()
+    assert out.shape == deter.shape
+    blocks = np.kron(np.eye(4), np.ones((4, 4))).astype(bool)
+    assert np.all(np.asarray(jacobian)[~blocks] == 0) and np.any(np.asarray(jacobian)[blocks] != 0)
+    layer = jax.tree.map(np.asarray, p["params"]["BlockLinear_0"])
+    gates = np.concatenate([d, x]) @ layer["kernel"][0] + layer["bias"]
+    sigmoid = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    r, c, u = sigmoid(gates[:6]), gates[6:12], sigmoid(gates[12:] - 1.0)
+    want = u * np.tanh(r * c) + (1 - u) * np.asarray(d)
+    np.testing.assert_allclose(plain_out, want, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="divide evenly"):
         BlockGRU(deter=10, blocks=4).init(jax.random.key(0), jnp.zeros(10), jnp.zeros(2))
 
