@@ -151,6 +151,42 @@ def test_the_plan_is_carried_and_reset_per_copy_and_the_bursts_step_is_random():
         assert np.array_equal(*actions) == random, steps
 
 
+def test_an_end_the_termination_head_foresees_cuts_a_sequences_value():
+    """With ``episodic`` a sequence's rewards after the first latent the termination head
+    calls an end count nothing, nor does the Q-value at its end (the reference's
+    ``_estimate_value``); a head that calls none leaves the value as without it."""
+    ended = TDMPC2("Pendulum-v1", n_envs=2, size="tiny", episodic=True, buffer_size=16)
+    plain = TDMPC2("Pendulum-v1", n_envs=2, size="tiny", buffer_size=16)
+    actions = jax.random.uniform(jax.random.key(1), (5, 3, 1), minval=-1.0, maxval=1.0)
+
+    # Random weights everywhere (the reward and Q heads start at zero), drawn on the host.
+    shapes = jax.eval_shape(ended._init_params, jax.random.key(0), jnp.zeros((1, 3)))
+    rng = np.random.default_rng(0)
+    params = jax.tree.map(lambda x: rng.normal(0.0, 0.3, x.shape).astype(x.dtype), shapes)
+
+    @jax.jit
+    def values(params, key):
+        z = ended._encode(params, jnp.ones((1, 3)))[0]
+
+        def value_with_head_at(logit):  # a termination head whose logit is ``logit`` everywhere
+            out = lambda x: jnp.full_like(x, logit) if x.shape == (1,) else x  # noqa: E731
+            zero = lambda x: jnp.zeros_like(x) if x.shape[-1:] == (1,) else x  # noqa: E731
+            head = jax.tree.map(lambda x: out(zero(x)), params["termination"])
+            return ended._trajectory_value(params | {"termination": head}, z, actions, key)
+
+        latents = jnp.broadcast_to(z, (5, *z.shape))
+        first = ended.bins.decode(ended._reward_logits(params, latents, actions[:, 0]))
+        # Both heads in one trace of the planner's value.
+        cut, kept = jax.vmap(value_with_head_at)(jnp.array([20.0, -20.0]))
+        return cut, first, kept, plain._trajectory_value(params, z, actions, key)
+
+    cut, first, kept, without = values(params, jax.random.key(0))
+    assert np.all(np.abs(np.asarray(first)) > 1e-3)
+    np.testing.assert_allclose(cut, first, rtol=1e-5)
+    np.testing.assert_allclose(kept, without, rtol=1e-5)
+    assert np.all(np.abs(np.asarray(kept) - np.asarray(cut)) > 1e-3)
+
+
 @pytest.fixture(scope="module")
 def continuing():
     env = ContinuingReward(continuous=True)
@@ -169,8 +205,9 @@ def test_q_learns_a_constant_reward_within_ten_percent(continuing):
 @pytest.fixture(scope="module")
 def action_grid():
     """The action probe's run, as the first configuration of a grid whose second moves every
-    batchable field (tests/grids.py): one program serves the probe and the sweep's check."""
-    agent = TDMPC2(RewardIsAction(), n_envs=2, **PROBE)
+    batchable field (tests/grids.py): one program serves the probe and the sweep's check.
+    Every step ends its episode, so the agent is ``episodic``, as the reference asks."""
+    agent = TDMPC2(RewardIsAction(), n_envs=2, episodic=True, **PROBE)
     train = dict(seed=[0, 1], n_timesteps=512)
     return agent, agent.train(sweep=moved_sweep(agent), **train), train
 
@@ -189,6 +226,20 @@ def test_the_planned_action_finds_the_largest_reward(action_grid):
     prior = jax.jit(jax.vmap(lambda p: agent.policy(p, obs).mode()[0, 0]))(result.state.params)
     assert np.all(np.asarray(actions) > 0.9), actions
     assert np.all(np.asarray(prior) > 0.9), prior
+
+
+def test_the_termination_head_learns_that_every_step_ends_the_episode(action_grid):
+    result = action_grid[1].result(0)
+    agent, obs = result.agent, jnp.ones((1, 1))
+
+    def ended(params, action):
+        z = agent._next(params, agent._encode(params, obs), action)
+        return jax.nn.sigmoid(agent._termination_logits(params, z))[0]
+
+    actions = jnp.array([[-1.0], [0.0], [1.0]])[:, None]
+    # One program for both seeds and three actions.
+    probability = jax.jit(jax.vmap(jax.vmap(ended, (None, 0)), (0, None)))
+    assert np.all(np.asarray(probability(result.state.params, actions)) > 0.9)
 
 
 @pytest.mark.slow

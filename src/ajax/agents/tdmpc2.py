@@ -26,8 +26,9 @@ then ``gradient_steps`` updates per iteration.
 
 Where this differs from the reference (docs/agents/tdmpc2.md lists them):
 
-* there is no termination head (the reference's ``episodic`` mode, off by default): the TD
-  targets do not bootstrap from a terminated step, but the planner does not foresee one;
+* the termination head is off by default, as the reference's ``episodic`` mode, but a run
+  whose episodes terminate is not refused: its TD targets do not bootstrap from a terminated
+  step, but only ``episodic=True`` lets the planner foresee one;
 * a sampled run may cross an episode's end, and its steps after that end are left out of the
   losses (the reference's sampler never crosses one);
 * with ``n_envs`` copies an iteration takes a step in each, then ``gradient_steps`` updates.
@@ -189,13 +190,24 @@ class TDMPC2Config:
         high=1.0,
         high_open=True,
     )
+    episodic: bool = hyperparameter(
+        False,
+        "a termination head, whose predicted ends cut the planner's rewards and values: for "
+        "tasks whose episodes end early (a fall); reference episodic (off there too).",
+    )
+    termination_coef: float = hyperparameter(
+        1.0,
+        "weight of the termination loss (with episodic); the reference's value.",
+        low=0.0,
+        batchable=True,
+    )
 
 
 @struct.dataclass
 class TDMPC2State:
-    """Parameters (``encoder``, ``dynamics``, ``reward``, ``q``, ``pi``), the target
-    Q-functions, the two optimisers' states (``model``, ``pi``), the Q-values' running scale,
-    the replay buffer, the copies and the steps taken."""
+    """Parameters (``encoder``, ``dynamics``, ``reward``, ``q``, ``pi``, and ``termination``
+    with ``episodic``), the target Q-functions, the two optimisers' states (``model``,
+    ``pi``), the Q-values' running scale, the replay buffer, the copies and the steps taken."""
 
     params: dict[str, Any]
     target_q: Any
@@ -239,6 +251,7 @@ class TDMPC2(ReplayAgent):
         self.reward_head = NormedMLP(hidden, n_bins, zero_out=True)
         self.prior = NormedMLP(hidden, 2 * self._action_dim)
         self.q_heads = NormedEnsemble(hidden, n_bins, p.num_q, c.dropout)
+        self.termination_head = NormedMLP(hidden, 1) if c.episodic else None
         # Adam over one vector of the parameters (the clipping's norm and the moments a few
         # kernels, not a few per leaf: TD-MPC2's update is bound by its kernel count), then
         # the step sizes, the encoder's scaled: the reference's two Adams, the same sums.
@@ -287,6 +300,10 @@ class TDMPC2(ReplayAgent):
 
     def _reward_logits(self, params: dict[str, Any], z: jax.Array, action: jax.Array):
         return self.reward_head.apply(params["reward"], jnp.concatenate([z, action], axis=-1))
+
+    def _termination_logits(self, params: dict[str, Any], z: jax.Array) -> jax.Array:
+        """The logit of the episode having ended on arriving at latent ``z``."""
+        return self.termination_head.apply(params["termination"], z)[..., 0]
 
     def _prior(self, prior_params: Any, z: jax.Array) -> TanhNormal:
         """The policy prior at latents ``z``: a tanh-squashed Gaussian whose log standard
@@ -368,29 +385,36 @@ class TDMPC2(ReplayAgent):
 
     def _trajectory_value(self, params, z, actions, key):
         """``sum_t gamma^t r_t + gamma^H Q(z_H, pi(z_H))`` of each sequence ``actions
-        [samples, horizon, A]`` from latent ``z``, the Q-value the mean of two random heads."""
+        [samples, horizon, A]`` from latent ``z``, the Q-value the mean of two random heads.
+        With ``episodic``, as the reference's: the rewards after the first latent the
+        termination head calls an end (logit above 0) count nothing, nor does the Q-value."""
         gamma = self.config.gamma
 
         def step(carry, action):
-            latents, value, discount = carry
+            latents, value, discount, alive = carry
             reward = self.bins.decode(self._reward_logits(params, latents, action))
-            return (
-                self._next(params, latents, action),
-                value + discount * reward,
-                discount * gamma,
-            ), None
+            latents = self._next(params, latents, action)
+            if alive is None:
+                value = value + discount * reward
+            else:
+                value = value + discount * alive * reward
+                alive = alive * (self._termination_logits(params, latents) <= 0.0)
+            return (latents, value, discount * gamma, alive), None
 
+        samples = actions.shape[0]
         start = (
-            jnp.broadcast_to(z, (actions.shape[0], *z.shape)),
-            jnp.zeros(actions.shape[0]),
+            jnp.broadcast_to(z, (samples, *z.shape)),
+            jnp.zeros(samples),
             1.0,
+            jnp.ones(samples) if self.config.episodic else None,
         )
-        (latents, value, discount), _ = jax.lax.scan(
+        (latents, value, discount, alive), _ = jax.lax.scan(
             step, start, jnp.swapaxes(actions, 0, 1), unroll=True
         )
         action_key, q_key = jax.random.split(key)
         action, _ = self._sample_prior(params["pi"], latents, action_key)
-        return value + discount * self._two_q(params["q"], latents, action, q_key).mean(axis=0)
+        q = self._two_q(params["q"], latents, action, q_key).mean(axis=0)
+        return value + discount * (q if alive is None else alive * q)
 
     def _explorer_at(self, state: TDMPC2State) -> PolicyFn:
         # Up to and including the burst's iteration: the reference's step at seed_steps is
@@ -424,13 +448,16 @@ class TDMPC2(ReplayAgent):
         p, a = self.preset, jnp.zeros((1, self._action_dim))
         z = jnp.zeros((1, p.latent_dim))
         za = jnp.concatenate([z, a], axis=-1)
-        return {
+        params = {
             "encoder": self.encoder.init(keys[0], self._flat(obs[:1])),
             "dynamics": self.dynamics.init(keys[1], za),
             "reward": self.reward_head.init(keys[2], za),
             "q": self.q_heads.init(keys[3], z, a),
             "pi": self.prior.init(keys[4], z),
         }
+        if self.config.episodic:  # a key of its own: the other networks start as without it
+            params["termination"] = self.termination_head.init(jax.random.fold_in(key, 5), z)
+        return params
 
     def init(self, key: jax.Array, env: Env, total_iterations: int) -> TDMPC2State:
         params, cursor, key = self._start(key, env, self._init_params)
@@ -499,6 +526,14 @@ class TDMPC2(ReplayAgent):
         value = self._weighted(self.bins.loss(q_logits, target[None]).mean(axis=0), valid)
         total = c.consistency_coef * consistency + c.reward_coef * reward + c.value_coef * value
         metrics = {"consistency_loss": consistency, "reward_loss": reward, "value_loss": value}
+        if c.episodic:
+            # The reference's: cross-entropy at every rolled latent, unweighted by rho.
+            logits = self._termination_logits(params, rolled)
+            ended = run["terminated"].astype(logits.dtype)
+            loss = optax.sigmoid_binary_cross_entropy(logits, ended)
+            termination = (loss * valid).sum() / jnp.maximum(valid.sum(), 1.0)
+            total = total + c.termination_coef * termination
+            metrics["termination_loss"] = termination
         return total, (latents, metrics)
 
     def _prior_loss(self, prior_params, q_params, latents, valid, scale, key):
