@@ -92,8 +92,8 @@ class ActionReward(_Probe):
 
 
 class ContinuingReward(_Probe):
-    """Reward +1 on every step, never terminating (episodes end by truncation after
-    ``max_episode_steps``, which bootstraps): a continuing task whose reward rate is 1."""
+    """Reward +1 on every step, never terminating nor truncated: one endless episode, a
+    continuing task whose reward rate is 1."""
 
     def _transition(self, obs, t, action):
         return 1.0, jnp.asarray(False), obs
@@ -108,6 +108,31 @@ class RewardIsAction(_Probe):
 
     def _transition(self, obs, t, action):
         return action[0], jnp.asarray(True), obs
+
+
+class ContinuingOrRewardIsAction(_Probe):
+    """Two probes in one task, told apart by the observation, so that one run serves both:
+    from +1 one step whose reward is the action (:class:`RewardIsAction`); from -1 reward +1
+    on every step, never terminating (:class:`ContinuingReward`), but truncated after
+    ``max_episode_steps``, which bootstraps. An episode starts at +1 with probability 0.8,
+    which puts about half the steps at each."""
+
+    max_episode_steps = 4
+
+    def __init__(self):
+        super().__init__(continuous=True)
+
+    def _first_obs(self, key):
+        return jnp.where(jax.random.bernoulli(key, 0.8), 1.0, -1.0)[None]
+
+    def _transition(self, obs, t, action):
+        rewarded_action = obs[0] > 0
+        return jnp.where(rewarded_action, action[0], 1.0), rewarded_action, obs
+
+    def step(self, key, state, action):
+        state, obs, reward, terminated, _, info = super().step(key, state, action)
+        truncated = (state[1] >= self.max_episode_steps) & ~terminated
+        return state, obs, reward, terminated, truncated, info
 
 
 class ZeroObservationActionReward(ActionReward):

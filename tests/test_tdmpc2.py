@@ -13,7 +13,7 @@ from ajax.agents.tdmpc2 import PRESETS
 from ajax.run.plan import state_bytes
 
 from .grids import assert_read_inside, moved_sweep
-from .probes import ContinuingReward, RewardIsAction, _Probe
+from .probes import ContinuingOrRewardIsAction, _Probe
 from .states import initial_state
 
 #: The tiny model and planner, a larger step size and fast targets: the probes are tiny
@@ -188,61 +188,62 @@ def test_an_end_the_termination_head_foresees_cuts_a_sequences_value():
 
 
 @pytest.fixture(scope="module")
-def continuing():
-    env = ContinuingReward(continuous=True)
-    agent = TDMPC2(env, n_envs=2, gamma=0.75, **PROBE)
-    return agent, agent.train(seed=[0, 1], n_timesteps=512)
-
-
-def test_q_learns_a_constant_reward_within_ten_percent(continuing):
-    agent, result = continuing
-    obs, action = jnp.ones((1, 1)), jnp.array([[0.3]])
-    # One program for both seeds: op by op, each operation compiles on its own.
-    q = jax.jit(jax.vmap(lambda p: agent.q_values(p, obs, action)))(result.state.params)
-    np.testing.assert_allclose(np.asarray(q), 1 / (1 - 0.75), rtol=0.1)
-
-
-@pytest.fixture(scope="module")
-def action_grid():
-    """The action probe's run, as the first configuration of a grid whose second moves every
-    batchable field (tests/grids.py): one program serves the probe and the sweep's check.
-    Every step ends its episode, so the agent is ``episodic``, as the reference asks."""
-    agent = TDMPC2(RewardIsAction(), n_envs=2, episodic=True, **PROBE)
+def probe_grid():
+    """The probes' run, as the first configuration of a grid whose second moves every
+    batchable field (tests/grids.py): one program serves both probes and the sweep's check.
+    Steps from +1 end their episode, so the agent is ``episodic``, as the reference asks."""
+    agent = TDMPC2(ContinuingOrRewardIsAction(), n_envs=2, episodic=True, gamma=0.75, **PROBE)
     train = dict(seed=[0, 1], n_timesteps=512)
     return agent, agent.train(sweep=moved_sweep(agent), **train), train
 
 
-def test_the_planned_action_finds_the_largest_reward(action_grid):
-    result = action_grid[1].result(0)
-    agent, obs = result.agent, jnp.ones((1, 1))
+@pytest.fixture(scope="module")
+def readings(probe_grid):
+    """What the probes read of the grid's first configuration, both seeds in one program (op
+    by op, every operation of the planner would compile on its own): at -1 the Q-values of
+    action 0.3; at +1 the planned action and the prior's; and the termination head's
+    probabilities after actions -1, 0 and 1 from each observation."""
+    agent, params = probe_grid[1].result(0).agent, probe_grid[1].result(0).state.params
+    actions = jnp.array([[-1.0], [0.0], [1.0]])
 
-    def planned(params, key):
-        carry = agent.initial_carry(params, 1)
-        return agent.act(params, obs, carry, key, True)[0][0, 0]
+    def read(params, key):
+        def end_probability(obs):
+            z = agent._encode(params, jnp.full((3, 1), obs))
+            return jax.nn.sigmoid(
+                agent._termination_logits(params, agent._next(params, z, actions))
+            )
+
+        at_one = jnp.ones((1, 1))
+        planned = agent.act(params, at_one, agent.initial_carry(params, 1), key, True)[0]
+        return {
+            "q": agent.q_values(params, -at_one, jnp.array([[0.3]])),
+            "planned": planned[0, 0],
+            "prior": agent.policy(params, at_one).mode()[0, 0],
+            "ended": end_probability(1.0),
+            "went_on": end_probability(-1.0),
+        }
 
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    # One program each: op by op, every operation of the planner compiles on its own.
-    actions = jax.jit(jax.vmap(planned))(result.state.params, keys)
-    prior = jax.jit(jax.vmap(lambda p: agent.policy(p, obs).mode()[0, 0]))(result.state.params)
-    assert np.all(np.asarray(actions) > 0.9), actions
-    assert np.all(np.asarray(prior) > 0.9), prior
+    return jax.tree.map(np.asarray, jax.jit(jax.vmap(read))(params, keys))
 
 
-def test_the_termination_head_learns_that_every_step_ends_the_episode(action_grid):
-    result = action_grid[1].result(0)
-    agent, obs = result.agent, jnp.ones((1, 1))
+def test_q_learns_a_constant_reward_within_ten_percent(readings):
+    """At -1 the reward is 1 on every step and the episodes are cut at 4 steps: Q is
+    1 / (1 - gamma) only where the cuts bootstrap."""
+    np.testing.assert_allclose(readings["q"], 1 / (1 - 0.75), rtol=0.1)
 
-    def ended(params, action):
-        z = agent._next(params, agent._encode(params, obs), action)
-        return jax.nn.sigmoid(agent._termination_logits(params, z))[0]
 
-    actions = jnp.array([[-1.0], [0.0], [1.0]])[:, None]
-    # One program for both seeds and three actions.
-    probability = jax.jit(jax.vmap(jax.vmap(ended, (None, 0)), (0, None)))
-    assert np.all(np.asarray(probability(result.state.params, actions)) > 0.9)
+def test_the_planned_action_finds_the_largest_reward(readings):
+    assert np.all(readings["planned"] > 0.9), readings["planned"]
+    assert np.all(readings["prior"] > 0.9), readings["prior"]
+
+
+def test_the_termination_head_foresees_the_ends_and_only_them(readings):
+    assert np.all(readings["ended"] > 0.9), readings["ended"]
+    assert np.all(readings["went_on"] < 0.1), readings["went_on"]
 
 
 @pytest.mark.slow
-def test_every_batchable_field_is_read_inside_the_program(action_grid, monkeypatch):
-    agent, grid, train = action_grid
+def test_every_batchable_field_is_read_inside_the_program(probe_grid, monkeypatch):
+    agent, grid, train = probe_grid
     assert_read_inside(agent, grid, monkeypatch, **train)
