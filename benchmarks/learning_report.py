@@ -258,6 +258,9 @@ def resumable(
     if checkpointed and has_checkpoint(directory):
         result = ajax.resume(directory, agent=agent, progress=record)
     else:
+        # A report killed before its first checkpoint starts again in its directory (its
+        # ledger keeps the time spent); the run it left has nothing to continue.
+        (directory / "config.json").unlink(missing_ok=True)
         result = agent.train(
             seed=list(range(seeds)),
             n_timesteps=n_timesteps,

@@ -151,11 +151,13 @@ def test_resume_refuses_another_run_or_another_version(tmp_path, reference, monk
     with pytest.raises(ValueError, match=r"format 2; this is Ajax .* reads format 99.*format 2\)"):
         ajax.resume(run)
     monkeypatch.undo()
-    # A fresh run into a directory holding checkpoints refuses it, before compiling.
+    # A fresh run (in a run directory of its own) into a directory holding checkpoints
+    # refuses it, before compiling.
     monkeypatch.setattr(ajax.loop, "lower_run", lambda *a: pytest.fail("compiled"))
+    fresh = LoggingConfig(log_frequency=FREQUENCY, log_dir=tmp_path, run_name="fresh")
     with pytest.raises(ValueError, match=r"already holds checkpoints.*ajax\.resume"):
         small_ppo().train(
-            seed=SEEDS, n_timesteps=STEPS, logging_config=config, checkpoint=checkpoint
+            seed=SEEDS, n_timesteps=STEPS, logging_config=fresh, checkpoint=checkpoint
         )
     with pytest.raises(FileNotFoundError, match="holds no complete Ajax checkpoint"):
         ajax.resume(tmp_path)

@@ -282,6 +282,22 @@ def test_eval_refuses_a_bad_seed_index_and_a_directory_without_a_run(
     assert "holds no saved Ajax result" in capsys.readouterr().out
 
 
+def test_train_refuses_a_run_name_already_taken_in_one_line(five_seed_runs, monkeypatch, capsys):
+    """The same --run-name again: exit status 2 before compiling, one line naming the fix,
+    and the earlier run's files as they were."""
+    from ajax import loop
+
+    five, *_ = five_seed_runs
+    before = {p: p.read_bytes() for p in five.rglob("*") if p.is_file()}
+    monkeypatch.setattr(loop, "lower_run", compiling)
+    argv = ["train", "DQN", "--env", "CartPole-v1", "--log-dir", str(five.parent)]
+    assert main([*argv, "--run-name", five.name]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "already holds a run" in out and "--run-name NAME, or --resume DIR" in out
+    assert "Traceback" not in out
+    assert {p: p.read_bytes() for p in five.rglob("*") if p.is_file()} == before
+
+
 def test_plot_overlays_runs_labelled_by_what_differs(five_seed_runs, tmp_path, capsys):
     five, two, _ = five_seed_runs
     out = tmp_path / "c.png"

@@ -165,6 +165,28 @@ def test_an_unwritable_log_dir_fails_before_anything_compiles(tmp_path, monkeypa
         )
 
 
+def test_a_new_run_in_a_taken_run_directory_is_refused_before_anything_compiles(
+    cartpole_run, monkeypatch
+):
+    """A fresh run given the directory of a finished one (its run_name again) stops before
+    compiling, and every file of the finished run stays as it was."""
+    from ajax import loop
+    from ajax.logging import RunDirectoryTaken
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("the run compiled before finding its directory taken")
+
+    monkeypatch.setattr(loop, "lower_run", no_compile)
+    taken = Path(cartpole_run.log_dir)
+    before = {p: p.read_bytes() for p in taken.rglob("*") if p.is_file()}
+    config = LoggingConfig(log_frequency=64, log_dir=taken.parent, run_name=taken.name)
+    with pytest.raises(RunDirectoryTaken, match=r"already holds a run .*another run_name"):
+        PPO(env_id="CartPole-v1", n_envs=2, n_steps=16).train(
+            n_timesteps=128, logging_config=config
+        )
+    assert {p: p.read_bytes() for p in taken.rglob("*") if p.is_file()} == before
+
+
 def test_a_sink_failing_mid_run_stops_it_and_loses_no_row(tmp_path, monkeypatch):
     """The CSV sink fails from the third row on (a full disk, say): the run stops with an
     error naming the directory and a fallback file, and every row produced is either in

@@ -86,6 +86,29 @@ def test_a_study_whose_trials_cannot_build_is_refused_before_compiling(tmp_path)
     assert not (tmp_path / "PPO_CartPole-v1").exists()
 
 
+def test_a_study_whose_trial_directory_is_taken_is_refused_before_compiling(
+    tmp_path, monkeypatch, capsys
+):
+    """A new study writing where another study's trial is (the same name, the same log
+    directory): refused before any trial compiles, naming --log-dir; the old run kept."""
+    from ajax import loop
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("a trial compiled before its directory was found taken")
+
+    monkeypatch.setattr(loop, "lower_run", no_compile)
+    taken = tmp_path / "again" / "trial_0000"
+    taken.mkdir(parents=True)
+    (taken / "config.json").write_text('{"agent": "PPO"}')
+    url = f"sqlite:///{tmp_path / 'sweep.db'}"
+    argv = ["sweep", "PPO", *TRIAL, "--space", write_space(tmp_path), "--storage", url]
+    argv += ["--study", "again", "--n-trials", "1", "--log-dir", str(tmp_path)]
+    assert main(argv) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "trial_0000 already holds a run" in out and "ajax sweep --log-dir" in out
+    assert (taken / "config.json").read_text() == '{"agent": "PPO"}'
+
+
 def test_trials_differing_only_in_batchable_values_share_a_grid():
     batchable = PPO.batchable()
     asked = [

@@ -461,7 +461,7 @@ def _run_with_progress(launch: _Launch) -> Any:
 def _failure(error: BaseException) -> tuple[str, int]:
     """An error that ended a run, as one line naming its cause and its fix in the command
     line's terms, and the exit status."""
-    from ajax.logging.writer import LogWriterError
+    from ajax.logging.writer import LogWriterError, RunDirectoryTaken
 
     if isinstance(error, LogWriterError):
         fix = "Free space there, or give --log-dir another directory, and run again."
@@ -472,6 +472,8 @@ def _failure(error: BaseException) -> tuple[str, int]:
             "--store-size for UDRL; docs/memory.md)."
         )
         return (str(error) or f"Out of memory. {fix}"), FAILED
+    if isinstance(error, RunDirectoryTaken):
+        return f"{error} (ajax train: --run-name NAME, or --resume DIR)", REFUSED
     if isinstance(error, OSError):
         if isinstance(error.__cause__, OSError):  # Ajax's own: it names the path and the fix
             return f"{error} (ajax train: --log-dir DIR)", FAILED
@@ -789,6 +791,7 @@ def _show_study(args: argparse.Namespace) -> int:
 
 def _sweep(argv: Sequence[str]) -> int:
     from ajax import AGENTS
+    from ajax.logging import RunDirectoryTaken
     from ajax.studies import run_worker
 
     name = _agent_name(argv, _sweep_parser)
@@ -821,7 +824,7 @@ def _sweep(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         console.print("[yellow]Interrupted: the running trial is recorded as failed.[/yellow]")
         return INTERRUPTED
-    except (ValueError, FileNotFoundError, ImportError) as error:
+    except (ValueError, FileNotFoundError, ImportError, RunDirectoryTaken) as error:
         console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
         return REFUSED
     console.print(f"Done. ajax sweep --show --storage {args.storage} --study {study}")

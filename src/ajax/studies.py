@@ -346,6 +346,14 @@ def train_trials(
     (:meth:`ajax.sweep.SweepResult.save_apart`). A grid that memory or a range refuses runs
     its trials one by one, each failing or not on its own."""
     from ajax import LoggingConfig, RunHungError
+    from ajax.logging import refuse_a_taken_directory
+
+    fix = (
+        "A study's trials write to log_dir/<study>/trial_<number>: give the worker another "
+        "log_dir (ajax sweep --log-dir), or remove that directory."
+    )
+    for directory in directories:  # before a grid trains, not at its split
+        refuse_a_taken_directory(directory, fix)
 
     def train(trial_params: dict[str, Any], run_name: str, **sweep: Any) -> Any:
         return spec.build(trial_params).train(

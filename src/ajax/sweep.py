@@ -180,7 +180,7 @@ class SweepResult:
         The sweep's own directory is removed once they are written; its TensorBoard files and
         W&B run, if any, are not split. Returns the configurations' results, each pointing at its
         directory."""
-        from ajax.logging import LoggingConfig, LogWriter
+        from ajax.logging import LoggingConfig, LogWriter, refuse_a_taken_directory
 
         if self.log_dir is None or len(directories) != len(self.configs):
             raise ValueError(
@@ -192,6 +192,8 @@ class SweepResult:
         if not run_config["logging"]["jsonl"]:
             raise ValueError("save_apart reads the sweep's metrics.jsonl: log with jsonl=True.")
         rows = [json.loads(line) for line in (source / "metrics.jsonl").read_text().splitlines()]
+        for directory in directories:
+            refuse_a_taken_directory(Path(directory))
         runs = []
         for c, directory in enumerate(map(Path, directories)):
             result = dataclasses.replace(self.results[c], log_dir=str(directory))

@@ -21,7 +21,9 @@ class LoggingConfig:
     ``wandb`` extra). ``wandb_mode`` is ``"online"``, ``"offline"`` (written under the run
     directory, for ``wandb sync`` later; needs no login or network) or ``"disabled"``; None
     takes the ``WANDB_MODE`` environment variable, or online where it is unset. An online
-    run without a W&B login is refused before anything compiles.
+    run without a W&B login is refused before anything compiles. Without a ``run_name`` each
+    run takes a fresh dated directory; a ``run_name`` whose directory already holds a run is
+    refused before anything compiles, not written over.
     """
 
     log_frequency: int

@@ -38,6 +38,26 @@ def run_directory(config: LoggingConfig, default_name: str) -> Path:
     return candidate
 
 
+class RunDirectoryTaken(FileExistsError):
+    """A new run was pointed at a directory that holds another run's ``config.json``."""
+
+
+def refuse_a_taken_directory(directory: Path, fix: str | None = None) -> None:
+    """Refuses a new run in ``directory`` if another run is there (its ``config.json``): the
+    new run would overwrite that run's logs and saved result. ``fix`` says what to do instead
+    where the caller names the directory (a study's trials). A resumed run continues its own
+    directory and is not checked."""
+    if (directory / "config.json").exists():
+        fix = fix or (
+            "Give this run another run_name, or remove that directory; if it was "
+            f"checkpointed, continue it with ajax.resume({str(directory)!r})."
+        )
+        raise RunDirectoryTaken(
+            f"{directory} already holds a run (its config.json), whose logs and saved result "
+            f"a new run there would overwrite. {fix}"
+        )
+
+
 def make_sinks(
     config: LoggingConfig, directory: Path, run_config: dict, first_step: int | None
 ) -> list[Sink]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ajax.checkpoint import Checkpoint, CheckpointConfig, Checkpointer
 from ajax.distributed import is_writer, on_host, placed, spans_processes, state_on_devices
-from ajax.logging import LoggingConfig, LogWriter
+from ajax.logging import LoggingConfig, LogWriter, refuse_a_taken_directory
 from ajax.run.lowering import seeds_only, with_places, with_seeds
 from ajax.run.plan import RunPlan
 from ajax.run.program import summaries
@@ -93,6 +93,8 @@ class HostRun:
         self.checkpointer = None
         if run_config["checkpoint"] is not None:
             self.checkpoint_every = run_config["checkpoint"]["every"]
+        if start is None and run_config["logging"] is not None and is_writer():
+            refuse_a_taken_directory(Path(run_config["log_dir"]))
         if run_config["checkpoint"] is not None and is_writer():
             checkpoint = run_config["checkpoint"]
             self.checkpointer = Checkpointer(
