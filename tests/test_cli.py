@@ -3,7 +3,10 @@
 import contextlib
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -296,6 +299,24 @@ def test_train_refuses_a_run_name_already_taken_in_one_line(five_seed_runs, monk
     assert "already holds a run" in out and "--run-name NAME, or --resume DIR" in out
     assert "Traceback" not in out
     assert {p: p.read_bytes() for p in five.rglob("*") if p.is_file()} == before
+
+
+def test_the_program_prints_a_warning_as_its_message_alone(tmp_path):
+    """Run as the program, a warning before the run (a budget inside the warm-up) is one
+    line of its message on standard error, without Python's file and source line. The run
+    is then refused (its directory taken), so nothing compiles."""
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "config.json").write_text("{}")
+    argv = ["train", "TDMPC2", "--env", "Pendulum-v1", "--n-timesteps", "500"]
+    argv += ["--log-dir", str(tmp_path), "--run-name", "taken"]
+    env = os.environ | {"JAX_PLATFORMS": "cpu", "COLUMNS": "400"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ajax.cli", *argv], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "warning: n_timesteps=500 ends within TDMPC2's warm-up" in done.stderr
+    assert "cli.py" not in done.stderr and "UserWarning" not in done.stderr, done.stderr
 
 
 def test_plot_overlays_runs_labelled_by_what_differs(five_seed_runs, tmp_path, capsys):

@@ -10,6 +10,7 @@ import difflib
 import json
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -892,7 +893,15 @@ USAGE = (
 )
 
 
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as the command line shows it: its message alone, on standard error, not
+    Python's file, line number and source line of the call that warned."""
+    Console(stderr=True).print(f"[yellow]warning: {escape(str(message))}[/yellow]", soft_wrap=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # run as the program, not called from Python
+        warnings.showwarning = _warning_line
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["--version"], ["-V"]):
         from ajax._version import __version__
