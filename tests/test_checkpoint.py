@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import ajax
-from ajax import DQN, PPO, SAC, CheckpointConfig, LoggingConfig
+from ajax import DQN, PPO, SAC, UDRL, CheckpointConfig, LoggingConfig
 
 from .interrupts import interrupting_call
 from .tensorboard_reader import read_scalars
@@ -128,6 +128,45 @@ def test_an_interrupt_finishes_the_segment_in_flight_and_checkpoints_it(
     assert sorted(p.name for p in checkpoints.iterdir() if p.name.isdigit()) == ["3", "4"]
     monkeypatch.undo()
     assert_same_run(ajax.resume(tmp_path / "stopped"), reference)
+
+
+def test_an_agent_with_an_acting_carry_resumes_exactly(tmp_path):
+    """UDRL acts on a command that each step updates (the return and the horizon left), so
+    its copies' carries are mid-episode at a checkpoint: a run crashed after 3 of 5 segments
+    and resumed ends as the uninterrupted one. The step size and updates make its policy
+    heed the command within the run: a near-uniform one acts alike on any command, and the
+    run would end the same with its carries lost (zeroed at the resume, it did)."""
+
+    def train(name, progress=None):
+        agent = UDRL(
+            env_id="CartPole-v1",
+            n_envs=2,
+            n_steps=8,
+            n_updates=32,
+            learning_starts=32,
+            learning_rate=1e-2,
+        )
+        config = LoggingConfig(log_frequency=64, log_dir=tmp_path, run_name=name)
+        return agent.train(
+            seed=[0, 1],
+            n_timesteps=320,
+            num_episode_test=2,
+            logging_config=config,
+            checkpoint=None if progress is None else CheckpointConfig(every=1, keep=1),
+            progress=progress,
+        )
+
+    def crash_after_three(done, total, means):
+        if done == 3 * 64:
+            raise RuntimeError("the machine went away")
+
+    reference = train("whole")
+    with pytest.raises(RuntimeError, match="went away"):
+        train("crashed", crash_after_three)
+    resumed = ajax.resume(tmp_path / "crashed")
+    carries = np.asarray(resumed.state.cursor.carry)
+    assert carries.shape == (2, 2, 2) and np.all(np.isfinite(carries))
+    assert_same_run(resumed, reference)
 
 
 def test_resume_refuses_another_run_or_another_version(tmp_path, reference, monkeypatch):
