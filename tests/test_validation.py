@@ -4,7 +4,7 @@ import warnings
 
 import pytest
 
-from ajax import DQN, PPO, PQN, REDQ, SAC, TD3, UDRL, LoggingConfig
+from ajax import DQN, PPO, PQN, REDQ, SAC, TD3, TDMPC2, UDRL, LoggingConfig
 from ajax.cli import main
 from ajax.run.plan import plan_run, warn_if_only_warmup
 
@@ -70,6 +70,12 @@ from ajax.run.plan import plan_run, warn_if_only_warmup
             # REDQ only overrides SAC's default; the range is SAC's, declared once.
             lambda: REDQ(env_id="Pendulum-v1", gradient_steps=0),
             r"gradient_steps=0 is out of range: it must be >= 1. The default is 20 \(critic",
+        ),
+        (
+            # The field's help closes the message once, without a doubled full stop.
+            lambda: TDMPC2(env_id="Pendulum-v1", horizon=0),
+            r"The default is 3 \(steps per run, and the planner's horizon; the reference's "
+            r"value\)\.$",
         ),
         (
             lambda: PQN(env_id="CartPole-v1", learning_rate=0.0),

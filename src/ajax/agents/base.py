@@ -153,7 +153,7 @@ def validate_config(config: Any) -> None:
             if too_low or too_high or not math.isfinite(value):
                 raise ValueError(
                     f"{field.name}={value!r} is out of range: it must be {_range_text(meta)}. "
-                    f"The default is {default} ({meta['doc']})."
+                    f"The default is {default} ({meta['doc'].rstrip('.')})."
                 )
 
 
