@@ -178,7 +178,8 @@ class SweepResult:
         if it had run alone: its ``config.json`` (which ``ajax train --config`` repeats), its
         rows of the sweep's metrics, without the ``config`` column, and its saved result.
         The sweep's own directory is removed once they are written; its TensorBoard files and
-        W&B run, if any, are not split. Returns the configurations' results, each pointing at its
+        W&B run, if any, are not split. A directory that already holds a run is refused
+        before anything is written. Returns the configurations' results, each pointing at its
         directory."""
         from ajax.logging import LoggingConfig, LogWriter, refuse_a_taken_directory
 
