@@ -17,6 +17,9 @@ class _Probe(Env):
 
     observation_space = Box(-np.ones(1), np.ones(1), (1,))
     max_episode_steps = 10
+    #: Whether an episode still going at ``max_episode_steps`` is cut there (truncated, which
+    #: bootstraps); the probes' episodes otherwise end only by terminating, or never.
+    truncates = False
 
     def __init__(self, continuous: bool = False):
         self.continuous = continuous
@@ -34,7 +37,9 @@ class _Probe(Env):
         obs, t = state
         reward, terminated, next_obs = self._transition(obs, t, action)
         state = (next_obs, t + 1)
-        return state, next_obs, jnp.float32(reward), terminated, jnp.asarray(False), {}
+        cut = (t + 1 >= self.max_episode_steps) & ~terminated
+        truncated = cut if self.truncates else jnp.asarray(False)
+        return state, next_obs, jnp.float32(reward), terminated, truncated, {}
 
 
 class ConstantReward(_Probe):
@@ -118,6 +123,7 @@ class ContinuingOrRewardIsAction(_Probe):
     which puts about half the steps at each."""
 
     max_episode_steps = 4
+    truncates = True
 
     def __init__(self):
         super().__init__(continuous=True)
@@ -128,11 +134,6 @@ class ContinuingOrRewardIsAction(_Probe):
     def _transition(self, obs, t, action):
         rewarded_action = obs[0] > 0
         return jnp.where(rewarded_action, action[0], 1.0), rewarded_action, obs
-
-    def step(self, key, state, action):
-        state, obs, reward, terminated, _, info = super().step(key, state, action)
-        truncated = (state[1] >= self.max_episode_steps) & ~terminated
-        return state, obs, reward, terminated, truncated, info
 
 
 class ZeroObservationActionReward(ActionReward):

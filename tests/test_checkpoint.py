@@ -33,6 +33,16 @@ def small_ppo():
     return PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
 
 
+def crash_after(steps):
+    """A progress callback that fails once the run has done ``steps``: a crash mid-run."""
+
+    def crash(done, total, means):
+        if done == steps:
+            raise RuntimeError("the machine went away")
+
+    return crash
+
+
 def rows_of(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
 
@@ -68,17 +78,13 @@ def test_a_run_that_crashed_resumes_exactly_from_its_latest_checkpoint(tmp_path,
         log_frequency=FREQUENCY, log_dir=tmp_path, run_name="crashed", tensorboard=True
     )
 
-    def crash_after_seven(done, total, means):
-        if done == 7 * FREQUENCY:
-            raise RuntimeError("the machine went away")
-
     with pytest.raises(RuntimeError, match="went away"):
         small_ppo().train(
             seed=SEEDS,
             n_timesteps=STEPS,
             logging_config=config,
             checkpoint=CheckpointConfig(every=2, keep=2),
-            progress=crash_after_seven,
+            progress=crash_after(7 * FREQUENCY),
         )
     checkpoints = tmp_path / "crashed" / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir() if p.name.isdigit()) == ["4", "6"]
@@ -156,13 +162,9 @@ def test_an_agent_with_an_acting_carry_resumes_exactly(tmp_path):
             progress=progress,
         )
 
-    def crash_after_three(done, total, means):
-        if done == 3 * 64:
-            raise RuntimeError("the machine went away")
-
     reference = train("whole")
     with pytest.raises(RuntimeError, match="went away"):
-        train("crashed", crash_after_three)
+        train("crashed", crash_after(3 * 64))
     resumed = ajax.resume(tmp_path / "crashed")
     carries = np.asarray(resumed.state.cursor.carry)
     assert carries.shape == (2, 2, 2) and np.all(np.isfinite(carries))
