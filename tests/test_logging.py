@@ -2,6 +2,8 @@
 
 import csv
 import json
+import logging
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -91,6 +93,20 @@ def test_tensorboard_and_wandb_offline_sinks(tiny_agent, tmp_path, monkeypatch):
     assert [step for step, _ in scalars["episode_return"]] == [64, 128]
     wandb_runs = list((tmp_path / "sinks" / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(wandb_runs) == 1 and wandb_runs[0].stat().st_size > 0
+
+
+def test_tensorboard_takes_a_nan_without_a_warning_for_it(tmp_path, caplog):
+    """Training metrics are NaN through a warm-up: each is written, and none floods the log."""
+    from ajax.logging.sinks import TensorBoardSink
+
+    sink = TensorBoardSink(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        sink.write({"timestep": 10, "seed": 0, "train/critic_loss": float("nan")})
+        sink.write({"timestep": 20, "seed": 0, "train/critic_loss": 0.5})
+    sink.close()
+    assert caplog.records == []
+    (first, second) = read_scalars(tmp_path / "seed_0")["train/critic_loss"]
+    assert first[0] == 10 and math.isnan(first[1]) and second == (20, 0.5)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -63,7 +64,9 @@ class TensorBoardSink(Sink):
     """TensorBoard event files, one directory per seed (``tensorboard/seed_<s>``).
 
     With ``purge_step``, the new event files tell TensorBoard to drop the earlier files'
-    events from that step on: a resumed run writes its rows again from there.
+    events from that step on: a resumed run writes its rows again from there. A NaN (a
+    training metric before the first update) is written as it is, without tensorboardX's
+    warning for each one, which would flood the console through a whole warm-up.
     """
 
     def __init__(self, directory: Path, purge_step: int | None = None):
@@ -73,6 +76,7 @@ class TensorBoardSink(Sink):
         self._purge_step = purge_step
         self._writers: dict[int, SummaryWriter] = {}
         self._summary_writer = SummaryWriter
+        logging.getLogger("tensorboardX.x2num").addFilter(_no_nan_warning)
 
     def write(self, row: Row) -> None:
         seed = row["seed"]
@@ -89,6 +93,12 @@ class TensorBoardSink(Sink):
     def close(self) -> None:
         for writer in self._writers.values():
             writer.close()
+        logging.getLogger("tensorboardX.x2num").removeFilter(_no_nan_warning)
+
+
+def _no_nan_warning(record: logging.LogRecord) -> bool:
+    """Drops tensorboardX's "NaN or Inf found" warning, its only message (see TensorBoardSink)."""
+    return not record.getMessage().startswith("NaN or Inf")
 
 
 def _import_wandb() -> Any:
