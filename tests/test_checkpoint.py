@@ -130,6 +130,7 @@ def test_an_interrupt_finishes_the_segment_in_flight_and_checkpoints_it(
         )
     checkpoints = tmp_path / "stopped" / "checkpoints"
     assert f"ajax.resume({str(checkpoints)!r})" in str(stopped.value)
+    assert stopped.value.checkpoints == str(checkpoints)
     assert "after 256 of 640 steps" in str(stopped.value)
     assert sorted(p.name for p in checkpoints.iterdir() if p.name.isdigit()) == ["3", "4"]
     monkeypatch.undo()

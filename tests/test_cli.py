@@ -10,9 +10,12 @@ import sys
 
 import pytest
 
+import ajax
 from ajax.cli import main
 from ajax.plotting import differing_settings
 from ajax.result import read_meta
+
+from .interrupts import interrupting_call
 
 
 def test_train_writes_a_complete_run_directory(tmp_path, capsys):
@@ -62,7 +65,7 @@ def test_train_writes_a_complete_run_directory(tmp_path, capsys):
 
 
 @pytest.mark.slow  # two whole runs, through the command line
-def test_train_checkpoints_and_resume_continues_the_run(tmp_path, capsys):
+def test_train_checkpoints_and_resume_continues_the_run(tmp_path, capsys, monkeypatch):
     """--checkpoint-every saves into the run directory; --resume continues from there, and
     refuses flags that describe another run."""
     base = ["PPO", "--env", "CartPole-v1", "--n-envs", "2", "--n-steps", "16"]
@@ -87,6 +90,12 @@ def test_train_checkpoints_and_resume_continues_the_run(tmp_path, capsys):
     assert main(["train", "--resume", str(tmp_path / "done")]) == 0
     out = "".join(capsys.readouterr().out.split())
     assert "finalevalreturn" in out and "steps/soverallseeds" not in out
+    # SIGTERM during segment 2: the line says how to go on from the command line.
+    monkeypatch.setattr(ajax.run.host, "call_watched", interrupting_call(3, "SIGTERM"))
+    stopped = [*flags, "--run-name", "stopped", "--checkpoint-every", "1"]
+    assert main(["train", *base, *stopped]) == 130
+    out = "".join(capsys.readouterr().out.split())
+    assert f"(ajaxtrain--resume{tmp_path / 'stopped' / 'checkpoints'})" in out
 
 
 def test_bad_env_params_fail_with_the_fix(capsys):

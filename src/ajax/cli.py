@@ -531,7 +531,10 @@ def _train(argv: Sequence[str]) -> int:
     try:
         result = _run_with_progress(launch)
     except RunInterrupted as interrupted:
-        console.print(f"[yellow]{escape(str(interrupted))}[/yellow]")
+        again = (
+            f" (ajax train --resume {interrupted.checkpoints})" if interrupted.checkpoints else ""
+        )
+        console.print(f"[yellow]{escape(str(interrupted) + again)}[/yellow]")
         return INTERRUPTED
     except (ValueError, RunHungError, OSError, LogWriterError, MemoryError) as error:
         return _report(error)

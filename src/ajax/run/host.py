@@ -245,14 +245,17 @@ class HostRun:
         done = self.history[-1][0] if self.history else 0
         writer, checkpointer = self.writer, self.checkpointer
         where = f"its rows are in {writer.directory}" if writer else "it logged nothing"
+        checkpoints = None
         if checkpointer is not None and self.saved:
+            checkpoints = str(checkpointer.directory)
             where += (
                 f"; its checkpoint after {self.plan.timesteps_after(self.saved):,} steps "
-                f"continues it: ajax.resume({str(checkpointer.directory)!r})"
+                f"continues it: ajax.resume({checkpoints!r})"
             )
         return RunInterrupted(
             f"The run was interrupted ({shown(interrupt)}) after {done:,} of {self.total:,} "
-            f"steps per seed; {where}."
+            f"steps per seed; {where}.",
+            checkpoints,
         )
 
     def close(self) -> None:

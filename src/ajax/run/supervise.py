@@ -13,7 +13,12 @@ from typing import Any
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) or SIGTERM stopped a run. Every row it logged was written first; the
     message says how far it got and where the rows are. A ``KeyboardInterrupt``, so code
-    that catches Ctrl-C catches it too."""
+    that catches Ctrl-C catches it too. ``checkpoints`` is the directory that resumes it,
+    where it saved one."""
+
+    def __init__(self, message: str, checkpoints: str | None = None):
+        super().__init__(message)
+        self.checkpoints = checkpoints
 
 
 def keyboard_interrupt(signal_name: str) -> KeyboardInterrupt:
