@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ajax
-from ajax import AGENTS, PPO, CheckpointConfig, LoggingConfig
+from ajax import AGENTS, PPO, LoggingConfig
 from ajax.agents.base import batchable_fields
 from ajax.run.host import divergences, place_labels
 from ajax.run.plan import RunPlan, seed_array
@@ -164,18 +164,6 @@ def test_a_sweep_that_cannot_be_one_program_is_refused_before_compiling(
     monkeypatch.setattr("ajax.loop.lower_run", lambda *a, **k: pytest.fail("compiled"))
     with pytest.raises(ValueError, match=message):
         PPO(env_id="CartPole-v1").train(seed=0, n_timesteps=1024, sweep=sweep)
-
-
-def test_checkpoints_with_a_sweep_are_refused_before_compiling(tmp_path, monkeypatch):
-    monkeypatch.setattr("ajax.loop.lower_run", lambda *a, **k: pytest.fail("compiled"))
-    with pytest.raises(ValueError, match="checkpoint= with sweep= is not supported"):
-        PPO(env_id="CartPole-v1").train(
-            seed=0,
-            n_timesteps=1024,
-            logging_config=LoggingConfig(log_frequency=512, log_dir=tmp_path),
-            checkpoint=CheckpointConfig(every=1),
-            sweep={"gamma": [0.9, 0.99]},
-        )
 
 
 def test_a_divergence_names_its_configuration_and_seed():

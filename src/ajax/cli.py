@@ -395,6 +395,12 @@ def _resumed_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch
     from ajax.checkpoint import latest_checkpoint
 
     found = latest_checkpoint(args.resume)
+    if "sweep" in found.meta["run_config"]:
+        raise ValueError(
+            f"{found.directory} checkpoints a sweep (train(..., sweep=...)), whose result is a "
+            f"run per configuration: resume it in Python, ajax.resume({str(args.resume)!r}), "
+            "and save its runs with the SweepResult's save_apart."
+        )
     console.print(f"Resuming the run in {found.directory} after segment {found.step}")
 
     def run(progress: Any) -> Any:

@@ -82,11 +82,6 @@ def train(
     """
     seeds = seeds_of(seed)
     configs = None if sweep is None else configurations(agent, sweep)
-    if configs is not None and checkpoint is not None:
-        raise ValueError(
-            "checkpoint= with sweep= is not supported yet: checkpoint each configuration's "
-            "run on its own, or sweep without checkpoints."
-        )
     check_positive_int("num_episode_test", num_episode_test, "num_episode_test=10")
     if logging_config is not None and not isinstance(logging_config, LoggingConfig):
         raise TypeError("logging_config must be an ajax.LoggingConfig or None.")
@@ -148,10 +143,11 @@ def resume(
     progress: Progress | None = None,
     watchdog: Watchdog | None = None,
     env: Any | None = None,
-) -> TrainResult:
+) -> TrainResult | SweepResult:
     """Continue a run from its latest complete checkpoint, and return what ``train`` would
-    have: the final state is the uninterrupted run's, bit for bit, and the run directory's
-    logs are rewritten from the checkpoint, then continued, with no row missing or twice.
+    have (a :class:`ajax.sweep.SweepResult` for a sweep's run): the final state is the
+    uninterrupted run's, bit for bit, and the run directory's logs are rewritten from the
+    checkpoint, then continued, with no row missing or twice.
 
     Args:
         path: the run directory, or the checkpoint directory (``CheckpointConfig.dir``).
@@ -210,7 +206,7 @@ def _run(
     progress: Progress | None,
     watchdog: Watchdog | None,
     start: Checkpoint | None,
-) -> TrainResult:
+) -> TrainResult | SweepResult:
     """The run ``run_config`` describes, from its start or from checkpoint ``start``."""
     run = HostRun(plan, run_config, progress, watchdog, start)
     seeds = run.seeds

@@ -153,8 +153,8 @@ class HostRun:
         beside the checkpointer's own."""
         if spans_processes(self.mesh):
             state = on_host(state, self.mesh)
-        if jax.tree.leaves(state)[0].shape[0] > len(self.seeds):
-            state = seeds_only(state, len(self.seeds))
+        if jax.tree.leaves(state)[0].shape[0] > len(self.labels):
+            state = seeds_only(state, len(self.labels))
         if self.checkpointer is not None:
             history = [[t, {k: v.tolist() for k, v in s.items()}] for t, s in self.history]
             meta = {"run_config": self.config, "history": history}
@@ -202,8 +202,8 @@ class HostRun:
                 raise
             return state, placed(programs.health, self.mesh)
         template = (
-            with_seeds(programs.init.out_info, len(self.seeds)),
-            seeds_only(programs.health, len(self.seeds)),
+            with_seeds(programs.init.out_info, len(self.labels)),
+            seeds_only(programs.health, len(self.labels)),
         )
         return state_on_devices(with_places(start.state(template), programs.places), self.mesh)
 
