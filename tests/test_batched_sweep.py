@@ -15,6 +15,8 @@ import pytest
 import ajax
 from ajax import AGENTS, PPO, LoggingConfig
 from ajax.agents.base import batchable_fields
+from ajax.cli import main
+from ajax.plotting import differing_settings, runs_in
 from ajax.run.host import divergences, place_labels
 from ajax.run.plan import RunPlan, seed_array
 from ajax.run.program import init_program
@@ -133,11 +135,40 @@ def test_one_configuration_agrees_with_its_own_run_and_is_an_ordinary_result(gri
         logging_config=LoggingConfig(log_frequency=EVERY, log_dir=tmp_path),
     )
     assert_close(swept.state.params, alone.state.params)
+    # A run directory without a saved result plots from its logged evaluations.
+    (logged,) = runs_in(alone.log_dir)
+    assert logged["evaluations"]["timestep"] == [EVERY, STEPS]
+    np.testing.assert_array_equal(
+        logged["evaluations"]["episode_return"], alone.evaluations["episode_return"]
+    )
     swept.save(tmp_path / "saved")
     loaded = ajax.load(tmp_path / "saved")
     assert loaded.agent.config == swept.agent.config
     obs = np.zeros(4, np.float32)
     np.testing.assert_array_equal(loaded.act(obs), swept.act(obs))
+
+
+@pytest.mark.slow
+def test_a_sweeps_run_directory_plots_a_curve_per_configuration(grids, tmp_path, capsys):
+    """Nothing is saved of a sweep but its run directory: ``ajax plot`` reads each
+    configuration's curve from its rows. ``ajax train --config`` of it, which would repeat
+    one configuration and drop the sweep, is refused."""
+    result = grids["A"][0]
+    runs = runs_in(result.log_dir)
+    assert [run["hyperparameters"] for run in runs] == [
+        json.loads(json.dumps(r.agent.hyperparameters())) for r in result.results
+    ]
+    for c, run in enumerate(runs):
+        np.testing.assert_array_equal(
+            run["evaluations"]["episode_return"], result.result(c).evaluations["episode_return"]
+        )
+    assert differing_settings(runs)[5] == "PPO learning_rate=0.001 gamma=0.99"
+    out = tmp_path / "grid.png"
+    assert main(["plot", result.log_dir, "-o", str(out)]) == 0
+    assert out.read_bytes().startswith(b"\x89PNG")
+    capsys.readouterr()
+    assert main(["train", "--config", str(Path(result.log_dir) / "config.json")]) == 2
+    assert "is a sweep's run, of 8 configurations" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize(

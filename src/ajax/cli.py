@@ -271,6 +271,13 @@ def _config_defaults(path: str, agent_name: str | None) -> tuple[str, dict[str, 
                 f"{path} is a run of {data['agent']}, not {agent_name}: leave out the agent's "
                 "name, or give a file of hyperparameters alone."
             )
+        if "sweep" in data:
+            raise ValueError(
+                f"{path} is a sweep's run, of {len(data['sweep']['configs'])} configurations, "
+                "and ajax train repeats one run: repeat the sweep in Python "
+                "(train(..., sweep=...)), or one configuration from the config.json that "
+                "SweepResult.save_apart writes for it."
+            )
         agent_name, hyperparameters = data["agent"], data["hyperparameters"]
         defaults = _run_defaults(path, data)
     if agent_name is None:
@@ -668,7 +675,12 @@ def _plot(argv: Sequence[str]) -> int:
         prog="ajax plot",
         description="Overlay saved runs' learning curves: the IQM over seeds with a 95% band.",
     )
-    parser.add_argument("run_dirs", nargs="+", help="run directories of ajax train")
+    parser.add_argument(
+        "run_dirs",
+        nargs="+",
+        help="run directories (of ajax train, or of any run with a logging config: a sweep's "
+        "gives a curve per configuration) or saved results",
+    )
     parser.add_argument("-o", "--output", default="curves.png", help="the image to write")
     args = parser.parse_args(argv)
     from ajax.plotting import plot_runs

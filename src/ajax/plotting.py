@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -78,17 +79,52 @@ def _settings(meta: dict[str, Any]) -> dict[str, Any]:
     return {"env": meta["env_id"], "n_envs": meta["n_envs"]} | meta["hyperparameters"]
 
 
-def plot_runs(paths: Sequence[str | Path], out: str | Path) -> Path:
-    """Overlays the learning curves of saved runs: for each, the interquartile mean over its
-    seeds at each evaluation and its 95% stratified-bootstrap band, labelled by agent and
-    the settings that differ between runs."""
+def runs_in(path: str | Path) -> list[dict[str, Any]]:
+    """The runs ``path`` holds, each described as ``ajax.result.read_meta`` describes a saved
+    one: its saved result; else, in a run directory that saved none (a run from Python, or a
+    sweep's, one per configuration with its values among the hyperparameters), its
+    ``config.json`` and the evaluations logged in its ``metrics.jsonl``."""
     from ajax.result import read_meta
+
+    path = Path(path)
+    try:
+        return [read_meta(path)]
+    except FileNotFoundError:
+        if not (path / "config.json").is_file() or not (path / "metrics.jsonl").is_file():
+            raise
+    config = json.loads((path / "config.json").read_text())
+    lines = (path / "metrics.jsonl").read_text().splitlines()
+    rows = [row for row in map(json.loads, lines) if row.get("episode_return") is not None]
+    seeds = config["seeds"]
+    runs = []
+    for c, values in enumerate(config.get("sweep", {}).get("configs", [{}])):
+        returns = {
+            (r["timestep"], r["seed"]): r["episode_return"] for r in rows if r.get("config", 0) == c
+        }
+        steps = sorted({t for t, _ in returns if all((t, s) in returns for s in seeds)})
+        curves = [[returns[t, s] for t in steps] for s in seeds]
+        runs.append(
+            config
+            | {
+                "hyperparameters": config["hyperparameters"] | values,
+                "evaluations": {"timestep": steps, "episode_return": curves},
+            }
+        )
+    return runs
+
+
+def plot_runs(paths: Sequence[str | Path], out: str | Path) -> Path:
+    """Overlays the learning curves of runs (see :func:`runs_in`): for each, the
+    interquartile mean over its seeds at each evaluation and its 95% stratified-bootstrap
+    band, labelled by agent and the settings that differ between runs."""
     from ajax.stats import iqm, iqm_interval
 
-    metas = [read_meta(path) for path in paths]
-    for path, meta in zip(paths, metas, strict=True):
-        if not meta["evaluations"]["timestep"]:
-            raise ValueError(f"the run in {path} has no evaluations to plot.")
+    metas = []
+    for path in paths:
+        for meta in runs_in(path):
+            if not meta["evaluations"]["timestep"]:
+                raise ValueError(f"the run in {path} has no evaluations to plot.")
+            metas.append(meta)
     fig, ax = _figure()
     for color, meta, label in zip(
         itertools.cycle(COLORS), metas, differing_settings(metas), strict=False
