@@ -109,6 +109,46 @@ def test_tensorboard_takes_a_nan_without_a_warning_for_it(tmp_path, caplog):
     assert first[0] == 10 and math.isnan(first[1]) and second == (20, 0.5)
 
 
+SWEEP_ROWS = [
+    {"timestep": 10, "config": c, "seed": s, "episode_return": 10.0 * c + s}
+    for c in (0, 1)
+    for s in (0, 1)
+]
+
+
+def test_tensorboard_and_wandb_keep_a_sweeps_configurations_apart(tmp_path, monkeypatch):
+    """A sweep's configurations share their seeds: each place is a curve of its own."""
+    from ajax.logging import sinks
+
+    tensorboard = sinks.TensorBoardSink(tmp_path)
+    for row in SWEEP_ROWS:
+        tensorboard.write(row)
+    tensorboard.close()
+    for c in (0, 1):
+        for s in (0, 1):
+            scalars = read_scalars(tmp_path / f"config_{c}" / f"seed_{s}")
+            assert scalars == {"episode_return": [(10, 10.0 * c + s)]}
+
+    logged = []
+
+    class Run:
+        log = logged.append
+
+    class Wandb:
+        def init(**kwargs):
+            return Run
+
+    monkeypatch.setattr(sinks, "_import_wandb", lambda: Wandb)
+    wandb = sinks.WandbSink(tmp_path, "ajax", "offline", "sweep", {})
+    for row in SWEEP_ROWS:
+        wandb.write(row)
+    assert logged == [
+        {f"config_{c}/seed_{s}/episode_return": 10.0 * c + s, "timestep": 10}
+        for c in (0, 1)
+        for s in (0, 1)
+    ]
+
+
 @pytest.fixture
 def no_wandb_login(tmp_path, monkeypatch):
     """A machine where W&B finds no API key: none in the environment, .netrc or settings."""

@@ -60,8 +60,24 @@ class JSONLinesSink(Sink):
         self._file.close()
 
 
+#: A row's columns that say where it is from, not what was measured.
+_LABELS = {"timestep", "seed", "config"}
+
+
+def place_name(row: Row) -> str:
+    """The place a row is of: ``seed_<s>``, or ``config_<c>/seed_<s>`` in a sweep, whose
+    configurations share their seeds."""
+    seed = f"seed_{row['seed']}"
+    return seed if "config" not in row else f"config_{row['config']}/{seed}"
+
+
+def _measured(row: Row) -> dict[str, int | float]:
+    return {k: v for k, v in row.items() if k not in _LABELS and isinstance(v, int | float)}
+
+
 class TensorBoardSink(Sink):
-    """TensorBoard event files, one directory per seed (``tensorboard/seed_<s>``).
+    """TensorBoard event files, one directory per place (``tensorboard/seed_<s>``, or
+    ``tensorboard/config_<c>/seed_<s>`` in a sweep).
 
     With ``purge_step``, the new event files tell TensorBoard to drop the earlier files'
     events from that step on: a resumed run writes its rows again from there. A NaN (a
@@ -74,20 +90,19 @@ class TensorBoardSink(Sink):
 
         self._directory = directory
         self._purge_step = purge_step
-        self._writers: dict[int, SummaryWriter] = {}
+        self._writers: dict[str, SummaryWriter] = {}
         self._summary_writer = SummaryWriter
         logging.getLogger("tensorboardX.x2num").addFilter(_no_nan_warning)
 
     def write(self, row: Row) -> None:
-        seed = row["seed"]
-        if seed not in self._writers:
-            self._writers[seed] = self._summary_writer(
-                str(self._directory / f"seed_{seed}"), purge_step=self._purge_step
+        place = place_name(row)
+        if place not in self._writers:
+            self._writers[place] = self._summary_writer(
+                str(self._directory / place), purge_step=self._purge_step
             )
-        writer = self._writers[seed]
-        for key, value in row.items():
-            if key not in {"seed", "timestep"} and isinstance(value, int | float):
-                writer.add_scalar(key, value, row["timestep"])
+        writer = self._writers[place]
+        for key, value in _measured(row).items():
+            writer.add_scalar(key, value, row["timestep"])
         writer.flush()
 
     def close(self) -> None:
@@ -136,7 +151,8 @@ def wandb_mode(config: LoggingConfig) -> str:
 
 
 class WandbSink(Sink):
-    """One Weights & Biases run for the whole batch of seeds; keys are ``seed_<s>/<metric>``.
+    """One Weights & Biases run for the whole batch of seeds; keys are ``<place>/<metric>``,
+    each place named as :func:`place_name` names it.
     An offline run is written under the run directory's ``wandb/``."""
 
     def __init__(self, directory: Path, project: str, mode: str, name: str, config: dict):
@@ -146,12 +162,8 @@ class WandbSink(Sink):
         )
 
     def write(self, row: Row) -> None:
-        seed = row["seed"]
-        values = {
-            f"seed_{seed}/{k}": v
-            for k, v in row.items()
-            if k not in {"seed", "timestep"} and isinstance(v, int | float)
-        }
+        place = place_name(row)
+        values = {f"{place}/{k}": v for k, v in _measured(row).items()}
         self._run.log(values | {"timestep": row["timestep"]})
 
     def close(self) -> None:
