@@ -141,6 +141,9 @@ def test_one_configuration_agrees_with_its_own_run_and_is_an_ordinary_result(gri
     np.testing.assert_array_equal(
         logged["evaluations"]["episode_return"], alone.evaluations["episode_return"]
     )
+    grid = ajax.evaluate(grids["A"][0], num_episodes=2)
+    assert grid.shape == (8, 2)
+    np.testing.assert_array_equal(grid[5], ajax.evaluate(swept, num_episodes=2))
     swept.save(tmp_path / "saved")
     loaded = ajax.load(tmp_path / "saved")
     assert loaded.agent.config == swept.agent.config

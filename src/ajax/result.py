@@ -387,6 +387,11 @@ def episode_returns(result: TrainResult, num_episodes: int = 20, seed: int = 0) 
         return np.asarray(program(*acting_state(result.state), keys))
 
 
-def evaluate(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
-    """Mean return of ``num_episodes`` deterministic episodes for each seed's policy: [S]."""
+def evaluate(result: Any, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
+    """Mean return of ``num_episodes`` deterministic episodes for each seed's policy: [S];
+    of a sweep's result (:class:`ajax.sweep.SweepResult`), each configuration's: [C, S]."""
+    from ajax.sweep import SweepResult
+
+    if isinstance(result, SweepResult):
+        return np.stack([evaluate(run, num_episodes, seed) for run in result.results])
     return episode_returns(result, num_episodes, seed).mean(axis=1)
