@@ -109,6 +109,34 @@ def test_tensorboard_takes_a_nan_without_a_warning_for_it(tmp_path, caplog):
     assert first[0] == 10 and math.isnan(first[1]) and second == (20, 0.5)
 
 
+def test_a_sweep_saved_apart_keeps_each_curve_and_leaves_its_wandb_run(
+    tiny_agent, tmp_path, monkeypatch
+):
+    """Each configuration's directory gets its TensorBoard curves; the sweep's one W&B run
+    cannot be split, so it stays where it was, with the rest of the sweep's files gone."""
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    config = LoggingConfig(
+        log_frequency=64,
+        log_dir=tmp_path,
+        run_name="grid",
+        tensorboard=True,
+        wandb=True,
+        wandb_mode="offline",
+    )
+    grid = tiny_agent.train(
+        seed=[0, 1], n_timesteps=128, logging_config=config, sweep={"gamma": [0.9, 0.99]}
+    )
+    grid.save_apart([tmp_path / "low", tmp_path / "high"])
+    for c, name in enumerate(["low", "high"]):
+        scalars = read_scalars(tmp_path / name / "tensorboard" / "seed_1")
+        np.testing.assert_allclose(
+            [value for _, value in scalars["episode_return"]],
+            grid.result(c).evaluations["episode_return"][1],
+            rtol=1e-6,
+        )
+    assert [p.name for p in (tmp_path / "grid").iterdir()] == ["wandb"]
+
+
 SWEEP_ROWS = [
     {"timestep": 10, "config": c, "seed": s, "episode_return": 10.0 * c + s}
     for c in (0, 1)

@@ -176,11 +176,12 @@ class SweepResult:
     def save_apart(self, directories: Sequence[str | Path]) -> list[Any]:
         """Each configuration as a run directory of its own, one of ``directories`` each, as
         if it had run alone: its ``config.json`` (which ``ajax train --config`` repeats), its
-        rows of the sweep's metrics, without the ``config`` column, and its saved result.
-        The sweep's own directory is removed once they are written; its TensorBoard files and
-        W&B run, if any, are not split. A directory that already holds a run is refused
-        before anything is written. Returns the configurations' results, each pointing at its
-        directory."""
+        rows of the sweep's metrics, without the ``config`` column (and as TensorBoard files,
+        where the sweep wrote some), and its saved result. What was split, and the sweep's
+        checkpoints, then leave the sweep's own directory, which is removed if nothing else
+        is left in it (a W&B run, which is one for the whole sweep, stays there). A directory
+        that already holds a run is refused before anything is written. Returns the
+        configurations' results, each pointing at its directory."""
         from ajax.logging import LoggingConfig, LogWriter, refuse_a_taken_directory
 
         if self.log_dir is None or len(directories) != len(self.configs):
@@ -198,11 +199,7 @@ class SweepResult:
         runs = []
         for c, directory in enumerate(map(Path, directories)):
             result = dataclasses.replace(self.results[c], log_dir=str(directory))
-            logging = run_config["logging"] | {
-                "run_name": directory.name,
-                "tensorboard": False,
-                "wandb": False,
-            }
+            logging = run_config["logging"] | {"run_name": directory.name, "wandb": False}
             config = {k: v for k, v in run_config.items() if k != "sweep"} | {
                 "hyperparameters": result.agent.hyperparameters(),
                 "logging": logging,
@@ -216,7 +213,13 @@ class SweepResult:
             LogWriter(LoggingConfig(**logging), directory, as_json(config), own).close()
             result.save(directory / "result")
             runs.append(result)
-        shutil.rmtree(source)
+        for name in ("config.json", "metrics.csv", "metrics.jsonl", "tensorboard", "checkpoints"):
+            if (source / name).is_dir():
+                shutil.rmtree(source / name)
+            else:
+                (source / name).unlink(missing_ok=True)
+        if not any(source.iterdir()):
+            source.rmdir()
         return runs
 
     @property
