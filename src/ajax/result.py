@@ -389,9 +389,8 @@ def episode_returns(result: TrainResult, num_episodes: int = 20, seed: int = 0) 
 
 def evaluate(result: Any, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
     """Mean return of ``num_episodes`` deterministic episodes for each seed's policy: [S];
-    of a sweep's result (:class:`ajax.sweep.SweepResult`), each configuration's: [C, S]."""
-    from ajax.sweep import SweepResult
-
-    if isinstance(result, SweepResult):
-        return np.stack([evaluate(run, num_episodes, seed) for run in result.results])
+    of a sweep's result (:meth:`ajax.sweep.SweepResult.evaluate`), each configuration's:
+    [C, S]."""
+    if not isinstance(result, TrainResult):
+        return result.evaluate(num_episodes, seed)
     return episode_returns(result, num_episodes, seed).mean(axis=1)

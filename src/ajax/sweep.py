@@ -173,6 +173,12 @@ class SweepResult:
         """Configuration ``c``'s run, as an ordinary :class:`ajax.TrainResult`."""
         return self.results[c]
 
+    def evaluate(self, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
+        """Each configuration's :func:`ajax.evaluate`: [C, S]."""
+        from ajax.result import evaluate
+
+        return np.stack([evaluate(run, num_episodes, seed) for run in self.results])
+
     def save_apart(self, directories: Sequence[str | Path]) -> list[Any]:
         """Each configuration as a run directory of its own, one of ``directories`` each, as
         if it had run alone: its ``config.json`` (which ``ajax train --config`` repeats), its
