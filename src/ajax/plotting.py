@@ -84,6 +84,7 @@ def runs_in(path: str | Path) -> list[dict[str, Any]]:
     one: its saved result; else, in a run directory that saved none (a run from Python, or a
     sweep's, one per configuration with its values among the hyperparameters), its
     ``config.json`` and the evaluations logged in its ``metrics.jsonl``."""
+    from ajax.logging.sinks import read_rows
     from ajax.result import read_meta
 
     path = Path(path)
@@ -93,8 +94,7 @@ def runs_in(path: str | Path) -> list[dict[str, Any]]:
         if not (path / "config.json").is_file() or not (path / "metrics.jsonl").is_file():
             raise
     config = json.loads((path / "config.json").read_text())
-    lines = (path / "metrics.jsonl").read_text().splitlines()
-    rows = [row for row in map(json.loads, lines) if row.get("episode_return") is not None]
+    rows = [row for row in read_rows(path) if "episode_return" in row]
     seeds = config["seeds"]
     runs = []
     for c, values in enumerate(config.get("sweep", {}).get("configs", [{}])):

@@ -189,6 +189,7 @@ class SweepResult:
         that already holds a run is refused before anything is written. Returns the
         configurations' results, each pointing at its directory."""
         from ajax.logging import LoggingConfig, LogWriter, refuse_a_taken_directory
+        from ajax.logging.sinks import read_rows
 
         if self.log_dir is None or len(directories) != len(self.configs):
             raise ValueError(
@@ -199,7 +200,7 @@ class SweepResult:
         run_config = json.loads((source / "config.json").read_text())
         if not run_config["logging"]["jsonl"]:
             raise ValueError("save_apart reads the sweep's metrics.jsonl: log with jsonl=True.")
-        rows = [json.loads(line) for line in (source / "metrics.jsonl").read_text().splitlines()]
+        rows = read_rows(source)
         for directory in directories:
             refuse_a_taken_directory(Path(directory))
         runs = []
@@ -212,7 +213,7 @@ class SweepResult:
                 "log_dir": str(directory.absolute()),
             }
             own = [
-                {k: float("nan") if v is None else v for k, v in row.items() if k != "config"}
+                {k: v for k, v in row.items() if k != "config"}
                 for row in rows
                 if row["config"] == c
             ]

@@ -75,6 +75,14 @@ def _measured(row: Row) -> dict[str, int | float]:
     return {k: v for k, v in row.items() if k not in _LABELS and isinstance(v, int | float)}
 
 
+def read_rows(directory: Path) -> list[Row]:
+    """The rows a :class:`JSONLinesSink` wrote in ``directory``, its nulls NaN again."""
+    lines = (directory / "metrics.jsonl").read_text().splitlines()
+    return [
+        {k: float("nan") if v is None else v for k, v in json.loads(line).items()} for line in lines
+    ]
+
+
 class TensorBoardSink(Sink):
     """TensorBoard event files, one directory per place (``tensorboard/seed_<s>``, or
     ``tensorboard/config_<c>/seed_<s>`` in a sweep).
