@@ -233,7 +233,9 @@ def test_the_command_line_refuses_an_online_wandb_run_without_a_login_in_one_lin
         main([*base, "--wandb-mode", "offline"])
 
 
-def test_an_unwritable_log_dir_fails_before_anything_compiles(tmp_path, monkeypatch):
+@pytest.mark.parametrize("run_name", ["run", None])
+def test_an_unwritable_log_dir_fails_before_anything_compiles(tmp_path, monkeypatch, run_name):
+    """Named or dated, a run directory that cannot be made is refused with the fix."""
     from ajax import loop
 
     def no_compile(*args, **kwargs):
@@ -242,11 +244,27 @@ def test_an_unwritable_log_dir_fails_before_anything_compiles(tmp_path, monkeypa
     monkeypatch.setattr(loop, "lower_run", no_compile)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    config = LoggingConfig(log_frequency=64, log_dir=blocker, run_name="run")
-    with pytest.raises(OSError, match=r"Cannot write logs to .*a-file/run .*log_dir you can write"):
+    config = LoggingConfig(log_frequency=64, log_dir=blocker, run_name=run_name)
+    with pytest.raises(OSError, match=r"Cannot write logs to .*a-file/\S+ .*log_dir you can write"):
         PPO(env_id="CartPole-v1", n_envs=2, n_steps=16).train(
             n_timesteps=128, logging_config=config
         )
+
+
+def test_runs_started_in_the_same_second_each_claim_their_own_directory(tmp_path, monkeypatch):
+    """Without a run name, the dated directory is created as it is chosen, so a second run
+    choosing in the same second (a shell loop starting seeds in parallel) takes the next
+    suffix rather than the first run's directory; a process that writes nothing claims none."""
+    from ajax.logging import run_directory
+
+    monkeypatch.setattr("time.strftime", lambda _: "20261207-120000")
+    config = LoggingConfig(log_frequency=64, log_dir=tmp_path)
+    first, second = (run_directory(config, "PPO_CartPole-v1") for _ in range(2))
+    stamped = "PPO_CartPole-v1_20261207-120000"
+    assert [first.name, second.name] == [stamped, f"{stamped}_2"]
+    assert first.is_dir() and second.is_dir()
+    elsewhere = run_directory(config, "PPO_CartPole-v1", claim=False)
+    assert elsewhere.name.endswith("_3") and not elsewhere.exists()
 
 
 def test_a_new_run_in_a_taken_run_directory_is_refused_before_anything_compiles(

@@ -32,7 +32,7 @@ from ajax.checkpoint import (
     checkpoint_directory,
     latest_checkpoint,
 )
-from ajax.distributed import on_host, spans_processes
+from ajax.distributed import is_writer, on_host, spans_processes
 from ajax.logging import LoggingConfig, run_directory
 from ajax.logging.sinks import wandb_mode
 from ajax.result import TrainResult, env_class, env_spaces, environment_for
@@ -99,7 +99,8 @@ def train(
     _check_wandb(logging_config)
     directory = None
     if logging_config is not None:
-        directory = run_directory(logging_config, f"{agent.name}_{agent.env_id.replace('/', '-')}")
+        name = f"{agent.name}_{agent.env_id.replace('/', '-')}"
+        directory = run_directory(logging_config, name, claim=is_writer())
     run_config = {
         "agent": agent.name,
         "env_id": agent.env_id,

@@ -22,7 +22,8 @@ class LoggingConfig:
     directory, for ``wandb sync`` later; needs no login or network) or ``"disabled"``; None
     takes the ``WANDB_MODE`` environment variable, or online where it is unset. An online
     run without a W&B login is refused before anything compiles. Without a ``run_name`` each
-    run takes a fresh dated directory; a ``run_name`` whose directory already holds a run is
+    run takes a fresh dated directory, its own even among runs started in the same second
+    (suffixed ``_2``, ``_3``...); a ``run_name`` whose directory already holds a run is
     refused before anything compiles, not written over.
     """
 

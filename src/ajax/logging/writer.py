@@ -25,17 +25,41 @@ from ajax.logging.sinks import (
 _STOP = object()
 
 
-def run_directory(config: LoggingConfig, default_name: str) -> Path:
-    """``log_dir/run_name``; without a run name, a fresh ``<default_name>_<time>`` directory."""
+def run_directory(config: LoggingConfig, default_name: str, claim: bool = True) -> Path:
+    """``log_dir/run_name``; without a run name, a fresh ``<default_name>_<time>`` directory,
+    suffixed ``_2``, ``_3``... past those that exist. With ``claim`` (the process that writes
+    the run's files) the fresh directory is created here, which only one process can do: runs
+    started in the same second in parallel (a shell loop over seeds) each get their own."""
     root = Path(config.log_dir).expanduser()
     if config.run_name is not None:
         return root / config.run_name
     stamp = time.strftime("%Y%m%d-%H%M%S")
     candidate, n = root / f"{default_name}_{stamp}", 1
-    while candidate.exists():
+    while _taken(candidate, claim):
         n += 1
         candidate = root / f"{default_name}_{stamp}_{n}"
     return candidate
+
+
+def _taken(directory: Path, claim: bool) -> bool:
+    """Whether ``directory`` exists; with ``claim``, creating it if not, in one step."""
+    if not claim:
+        return directory.exists()
+    try:
+        directory.mkdir(parents=True)
+    except FileExistsError:
+        return True
+    except OSError as error:
+        raise _unwritable(directory, error) from error
+    return False
+
+
+def _unwritable(directory: Path, error: OSError) -> OSError:
+    """The error of a run whose log directory cannot be written, naming the fix."""
+    return OSError(
+        f"Cannot write logs to {directory} ({error}). Give LoggingConfig a log_dir you can "
+        "write to."
+    )
 
 
 class RunDirectoryTaken(FileExistsError):
@@ -127,10 +151,7 @@ class LogWriter:
             directory.mkdir(parents=True, exist_ok=True)
             (directory / "config.json").write_text(json.dumps(run_config, indent=2, default=str))
         except OSError as error:
-            raise OSError(
-                f"Cannot write logs to {directory} ({error}). Give LoggingConfig a log_dir "
-                "you can write to."
-            ) from error
+            raise _unwritable(directory, error) from error
         self.directory = directory
         first_step = replay[0]["timestep"] if replay else None
         self._sinks = make_sinks(config, directory, run_config, first_step)
