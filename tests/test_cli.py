@@ -168,6 +168,28 @@ def test_options_may_come_before_the_agent(argv, tmp_path, monkeypatch):
     assert config["hyperparameters"]["n_steps"] == 16
 
 
+def test_the_budget_is_checked_before_the_first_line_and_its_rounding_shown(
+    tmp_path, monkeypatch, capsys
+):
+    """A budget or seed that train() would refuse is refused alone, with no "Training" line
+    before it; a budget of no whole number of iterations says what runs instead."""
+    from ajax import loop
+
+    monkeypatch.setattr(loop, "lower_run", compiling)
+    base = ["train", "PPO", "--env", "CartPole-v1", "--n-envs", "2", "--n-steps", "16"]
+    base += ["--log-dir", str(tmp_path)]
+    for bad in (["--n-timesteps", "20"], ["--seed-start", "-1"]):
+        assert main([*base, *bad]) == 2
+        out = capsys.readouterr().out
+        assert "Training" not in out and len(out.strip().splitlines()) == 1, out
+    with pytest.raises(Compiled):
+        main([*base, "--n-timesteps", "100"])
+    assert "96 steps per seed in whole iterations of 32, not 100" in capsys.readouterr().out
+    with pytest.raises(Compiled):
+        main([*base, "--n-timesteps", "96"])
+    assert "whole iterations" not in capsys.readouterr().out
+
+
 def _failure_line(argv, capsys):
     """The one line ``ajax`` prints for a run that failed on the machine, checking that it
     exits with status 1 and prints no traceback."""

@@ -356,6 +356,7 @@ def _fresh_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
     is missing or wrong."""
     from ajax import CheckpointConfig, LoggingConfig, _devices
     from ajax.logging.sinks import wandb_mode
+    from ajax.run.plan import plan_run, seeds_of
 
     if agent is None:
         raise ValueError("Name an agent (e.g. ajax train PPO ...), or --resume a run.")
@@ -374,12 +375,20 @@ def _fresh_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
     checkpoint = None
     if args.checkpoint_every is not None:
         checkpoint = CheckpointConfig(every=args.checkpoint_every, keep=args.checkpoint_keep)
-    seeds = list(range(args.seed_start, args.seed_start + args.seeds))
+    # train() refuses these too; here they are refused before the run's first line.
+    seeds = seeds_of(list(range(args.seed_start, args.seed_start + args.seeds)))
+    plan = plan_run(agent, args.n_timesteps, logging_config)
     mesh, share = _devices.seed_mesh(len(seeds))
     split = "" if mesh is None else f", {share} on each of {mesh.size} devices"
     if args.coordinator is not None:
         split += f" of {args.num_processes} processes (this is process {args.process_id})"
     console.print(f"Training {agent!r} on seeds {seeds[0]}..{seeds[-1]}{split}")
+    steps = plan.n_iterations * plan.steps_per_iteration
+    if steps != args.n_timesteps:
+        console.print(
+            f"{steps:,} steps per seed in whole iterations of {plan.steps_per_iteration:,}, "
+            f"not {args.n_timesteps:,}"
+        )
 
     def run(progress: Any) -> Any:
         return agent.train(
