@@ -178,6 +178,7 @@ def test_a_six_trial_study_on_sqlite(tmp_path, capsys):
     assert "6 complete" in shown
     best = max(done, key=lambda t: t.value)
     assert f"{best.value:.2f}" in shown
+    assert f"trial {best.number}: {best.user_attrs['run_dir']}\n" in shown  # whole, to copy
     assert (out_dir / f"{name}_history.png").stat().st_size > 0
     assert (out_dir / f"{name}_importances.png").stat().st_size > 0
     # Another agent's or space's worker is refused rather than mixed into the study.

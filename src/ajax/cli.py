@@ -807,14 +807,17 @@ def _show_study(args: argparse.Namespace) -> int:
     states = ", ".join(f"{n} {state}" for state, n in shown["states"].items()) or "no trials"
     console.print(f"study {name} in {args.storage}: {states}")
     table = Table(title="best trials")
-    for column in ("trial", "value", "hyperparameters", "run directory"):
+    for column in ("trial", "value", "hyperparameters"):
         table.add_column(column)
     for t in shown["best"]:
         params = ", ".join(
             f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t["params"].items()
         )
-        table.add_row(str(t["number"]), f"{t['value']:.2f}", params, str(t["run_dir"]))
+        table.add_row(str(t["number"]), f"{t['value']:.2f}", params)
     console.print(table)
+    # Below the table, whole: a table's cell would cut or fold a path, which users copy.
+    for t in shown["best"]:
+        console.print(f"trial {t['number']}: {t['run_dir']}", soft_wrap=True)
     for what, path in shown["figures"].items():
         console.print(f"wrote the {what} plot: {path}")
     return 0
