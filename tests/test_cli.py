@@ -297,8 +297,10 @@ def test_a_five_seed_run_ends_with_the_iqm_and_its_interval(five_seed_runs):
 def test_eval_prints_each_seeds_mean_and_std_and_the_iqm(five_seed_runs, capsys):
     five, two, _ = five_seed_runs
     assert main(["eval", str(five), "--episodes", "3"]) == 0
-    out = " ".join(capsys.readouterr().out.split())
-    assert "3 episodes" in out and "mean return" in out and "std" in out
+    raw = capsys.readouterr().out
+    assert raw.startswith("PPO on gymnax/CartPole-v1: 3 episodes\n"), raw  # one line, unwrapped
+    out = " ".join(raw.split())
+    assert "mean return" in out and "std" in out
     assert re.search(r"IQM over 5 seeds: [\d.]+ \[[\d.]+, [\d.]+\]", out)
     assert main(["eval", str(two / "result"), "--episodes", "4", "--seed-index", "1"]) == 0
     out = " ".join(capsys.readouterr().out.split())

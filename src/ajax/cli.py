@@ -660,9 +660,9 @@ def _eval(argv: Sequence[str]) -> int:
         console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
         return REFUSED
     indices = range(n_seeds) if args.seed_index is None else [args.seed_index]
-    table = Table(
-        title=f"{result.agent.name} on {result.agent.env_id}: {returns.shape[1]} episodes"
-    )
+    # A line of its own: as the table's title it wrapped to the narrow table's width.
+    console.print(f"{result.agent.name} on {result.agent.env_id}: {returns.shape[1]} episodes")
+    table = Table()
     table.add_column("seed")
     table.add_column("mean return", justify="right")
     table.add_column("std", justify="right")
