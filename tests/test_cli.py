@@ -190,6 +190,31 @@ def test_the_budget_is_checked_before_the_first_line_and_its_rounding_shown(
     assert "whole iterations" not in capsys.readouterr().out
 
 
+def test_counts_may_be_written_1e4_and_a_bad_flag_shows_its_own_agents_usage(
+    tmp_path, monkeypatch, capsys
+):
+    """Budgets and sizes as RL papers write them (2e3, 1e4) are whole numbers; a flag that
+    does not parse is reported with the named agent's usage, not every agent's flags."""
+    from ajax import loop
+
+    monkeypatch.setattr(loop, "lower_run", compiling)
+    argv = ["train", "DQN", "--env", "CartPole-v1", "--n-timesteps", "2e3", "--buffer-size"]
+    argv += ["1e4", "--log-dir", str(tmp_path), "--run-name", "sci"]
+    with pytest.raises(Compiled):
+        main(argv)
+    config = json.loads((tmp_path / "sci" / "config.json").read_text())
+    assert config["n_timesteps"] == 2000 and config["hyperparameters"]["buffer_size"] == 10_000
+    capsys.readouterr()
+    for bad, message in (
+        (["--n-timesteps", "2.5"], "'2.5' is not a whole number"),
+        (["--hidden-sizes"], "expected at least one argument"),
+    ):
+        with pytest.raises(SystemExit):
+            main(["train", "PPO", "--env", "CartPole-v1", *bad])
+        err = capsys.readouterr().err
+        assert message in err and "--n-epochs" in err and "--free-nats" not in err, err
+
+
 def _failure_line(argv, capsys):
     """The one line ``ajax`` prints for a run that failed on the machine, checking that it
     exits with status 1 and prints no traceback."""

@@ -86,6 +86,43 @@ def test_a_study_whose_trials_cannot_build_is_refused_before_compiling(tmp_path)
     assert not (tmp_path / "PPO_CartPole-v1").exists()
 
 
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"log_frequency": 0}, "log_frequency must be a positive"),
+        ({"num_episode_test": 0}, "num_episode_test must be a positive"),
+        ({"seeds": 0}, "seeds must be a positive"),
+        # The searched rollout's long end makes an iteration of 4 x 512 steps.
+        ({"n_timesteps": 1024}, "less than one iteration of PPO, which takes 2048"),
+    ],
+)
+def test_a_study_whose_run_settings_every_trial_fails_on_is_refused(settings, message):
+    """Settings no trial can run with are refused once, before the study opens: as trials
+    each would fail at once and be replaced, a worker looping without end."""
+    space = read_space({"n_steps": {"low": 16, "high": 512}}, PPO)
+    spec = StudySpec("PPO", "CartPole-v1", space, **({"n_timesteps": 4096} | settings))
+    with pytest.raises(ValueError, match=message):
+        check_spec(spec)
+
+
+def test_a_worker_whose_trials_keep_failing_stops(tmp_path, monkeypatch, capsys):
+    """Failed trials are replaced; a failure every trial meets stops the worker once its
+    last max(n_trials, 5) trials failed, naming the error, with exit status 1."""
+    from ajax import studies
+
+    def failing(spec, params, directories):
+        return [MemoryError("this machine cannot hold the run")] * len(params), len(params)
+
+    monkeypatch.setattr(studies, "train_trials", failing)
+    url = f"sqlite:///{tmp_path / 'sweep.db'}"
+    argv = ["sweep", "PPO", *TRIAL, "--space", write_space(tmp_path), "--storage", url]
+    assert main([*argv, "--study", "failing", "--n-trials", "2", "--batch", "3"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "last 5 trials all failed, the last with: this machine cannot hold the run" in out
+    # Three rounds of two asked (failed trials do not count): the check is between rounds.
+    assert [t.state for t in trials(url, "failing")] == [TrialState.FAIL] * 6
+
+
 def test_a_study_whose_trial_directory_is_taken_is_refused_before_compiling(
     tmp_path, monkeypatch, capsys
 ):

@@ -8,6 +8,7 @@ import ast
 import dataclasses
 import difflib
 import json
+import math
 import sys
 import time
 import warnings
@@ -33,6 +34,21 @@ FAILED = 1
 INTERRUPTED = 130
 
 
+def _count(text: str) -> int:
+    """An integer flag's value, also as RL budgets are often written: ``1e6``, ``100_000``."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    return int(value)
+
+
 def _hyperparameter_flag(field: dataclasses.Field) -> tuple[str, dict[str, Any]]:
     """A Config field's flag and its ``add_argument`` keywords."""
     flag = "--" + field.name.replace("_", "-")
@@ -44,10 +60,15 @@ def _hyperparameter_flag(field: dataclasses.Field) -> tuple[str, dict[str, Any]]
     if isinstance(default, bool):
         options["action"] = argparse.BooleanOptionalAction
     elif isinstance(default, tuple):
-        options.update(type=type(default[0]) if default else int, nargs="+")
+        options.update(type=_flag_type(default[0] if default else 0), nargs="+")
     else:
-        options["type"] = type(default)
+        options["type"] = _flag_type(default)
     return flag, options
+
+
+def _flag_type(default: Any) -> Callable[[str], Any]:
+    """What parses a flag whose default is ``default``."""
+    return _count if type(default) is int else type(default)
 
 
 def _add_hyperparameter_flags(parser: argparse.ArgumentParser, config_type: type) -> None:
@@ -98,18 +119,20 @@ def _train_parser(agent_cls: type | None, add_help: bool = True) -> argparse.Arg
         metavar="NAME=VALUE",
         help="environment parameter, repeatable (e.g. episode_length=128, backend=positional)",
     )
-    parser.add_argument("--seeds", type=int, default=1, help="number of seeds (0 .. N-1)")
-    parser.add_argument("--seed-start", type=int, default=0, help="first seed")
+    parser.add_argument("--seeds", type=_count, default=1, help="number of seeds (0 .. N-1)")
+    parser.add_argument("--seed-start", type=_count, default=0, help="first seed")
     parser.add_argument(
-        "--n-timesteps", type=int, default=100_000, help="steps per seed (default: 100000)"
+        "--n-timesteps", type=_count, default=100_000, help="steps per seed (default: 100000)"
     )
-    parser.add_argument("--n-envs", type=int, default=None, help=_n_envs_help(agent_cls))
+    parser.add_argument("--n-envs", type=_count, default=None, help=_n_envs_help(agent_cls))
     parser.add_argument("--log-dir", default="runs", help="where run directories go")
     parser.add_argument("--run-name", default=None, help="run directory name")
     parser.add_argument(
-        "--log-frequency", type=int, default=None, help="steps between evaluations (budget/20)"
+        "--log-frequency", type=_count, default=None, help="steps between evaluations (budget/20)"
     )
-    parser.add_argument("--num-episode-test", type=int, default=10, help="episodes per evaluation")
+    parser.add_argument(
+        "--num-episode-test", type=_count, default=10, help="episodes per evaluation"
+    )
     _add_logging_flags(parser)
     _add_reliability_flags(parser)
     _add_process_flags(parser)
@@ -127,10 +150,10 @@ def _add_process_flags(parser: argparse.ArgumentParser) -> None:
         "process (see docs/sweeps.md, 'One run across hosts')",
     )
     parser.add_argument(
-        "--num-processes", type=int, default=1, metavar="N", help="processes in the run"
+        "--num-processes", type=_count, default=1, metavar="N", help="processes in the run"
     )
     parser.add_argument(
-        "--process-id", type=int, default=0, metavar="I", help="this process, 0 to N-1"
+        "--process-id", type=_count, default=0, metavar="I", help="this process, 0 to N-1"
     )
 
 
@@ -172,14 +195,18 @@ def _add_reliability_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--checkpoint-every",
-        type=int,
+        type=_count,
         default=None,
         metavar="N",
         help="save the whole training state every N evaluations, into the run directory's "
         "checkpoints/ (default: no checkpoints)",
     )
     parser.add_argument(
-        "--checkpoint-keep", type=int, default=2, metavar="K", help="checkpoints kept (default 2)"
+        "--checkpoint-keep",
+        type=_count,
+        default=2,
+        metavar="K",
+        help="checkpoints kept (default 2)",
     )
     parser.add_argument(
         "--resume",
@@ -190,11 +217,11 @@ def _add_reliability_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _agent_name(argv: Sequence[str], command_parser: Callable = _train_parser) -> str | None:
-    """The agent ``argv`` names, wherever it stands among the options: parsed with every
-    agent's hyperparameter flags, so that a flag's value is never taken for the agent.
-    ``command_parser(agent_cls, add_help)`` is the command's parser (``ajax train``'s by
-    default)."""
+def _first_pass(argv: Sequence[str], command_parser: Callable = _train_parser) -> Any:
+    """The agent ``argv`` names, wherever it stands among the options, and its ``--config``
+    file: parsed with every agent's hyperparameter flags, so that a flag's value is never
+    taken for the agent. ``command_parser(agent_cls, add_help)`` is the command's parser
+    (``ajax train``'s by default)."""
     from ajax import AGENTS
 
     parser = command_parser(None, add_help=False)
@@ -206,8 +233,22 @@ def _agent_name(argv: Sequence[str], command_parser: Callable = _train_parser) -
             if flag not in seen:
                 seen.add(flag)
                 group.add_argument(flag, **(options | {"type": str, "help": None}))
-    args, _ = parser.parse_known_args(argv)
-    return args.agent
+
+    def unparsed(message: str) -> None:
+        raise _Unparsed(message)
+
+    # A bad flag is left to the command's own parser, whose error shows that agent's usage,
+    # not every agent's flags.
+    parser.error = unparsed
+    try:
+        return parser.parse_known_args(argv)[0]
+    except _Unparsed:
+        agent = next((token for token in argv if token in AGENTS), None)
+        return argparse.Namespace(agent=agent, config=None)
+
+
+class _Unparsed(Exception):
+    """The flags did not parse while looking for the agent's name."""
 
 
 def _read_config(path: str) -> dict[str, Any]:
@@ -356,14 +397,16 @@ def _fresh_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
     is missing or wrong."""
     from ajax import CheckpointConfig, LoggingConfig, _devices
     from ajax.logging.sinks import wandb_mode
-    from ajax.run.plan import plan_run, seeds_of
+    from ajax.run.plan import check_positive_int, plan_run, seeds_of
 
     if agent is None:
         raise ValueError("Name an agent (e.g. ajax train PPO ...), or --resume a run.")
     if args.seeds <= 0:
         raise ValueError(f"--seeds must be a positive number of seeds, got {args.seeds}.")
     logging_config = LoggingConfig(
-        log_frequency=args.log_frequency or max(1, args.n_timesteps // 20),
+        log_frequency=(
+            max(1, args.n_timesteps // 20) if args.log_frequency is None else args.log_frequency
+        ),
         log_dir=args.log_dir,
         run_name=args.run_name,
         tensorboard=args.tensorboard,
@@ -378,6 +421,7 @@ def _fresh_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
     # train() refuses these too; here they are refused before the run's first line.
     seeds = seeds_of(list(range(args.seed_start, args.seed_start + args.seeds)))
     plan = plan_run(agent, args.n_timesteps, logging_config)
+    check_positive_int("num_episode_test", args.num_episode_test, "--num-episode-test 10")
     mesh, share = _devices.seed_mesh(len(seeds))
     split = "" if mesh is None else f", {share} on each of {mesh.size} devices"
     if args.coordinator is not None:
@@ -531,11 +575,12 @@ def _train(argv: Sequence[str]) -> int:
     from ajax import AGENTS, RunHungError, RunInterrupted
     from ajax.logging.writer import LogWriterError
 
-    name = _agent_name(argv)
+    first = _first_pass(argv)
+    name = first.agent
     if _unknown(name):
         return REFUSED
     try:
-        config = _train_parser(None, add_help=False).parse_known_args(argv)[0].config
+        config = first.config
         name, defaults = _config_defaults(config, name) if config else (name, {})
     except (ValueError, OSError) as error:
         console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
@@ -624,10 +669,10 @@ def _eval(argv: Sequence[str]) -> int:
     )
     parser.add_argument("run_dir", help="a run directory of ajax train, or its result/")
     parser.add_argument(
-        "--episodes", type=int, default=None, help="episodes per seed (20; 1 for a video)"
+        "--episodes", type=_count, default=None, help="episodes per seed (20; 1 for a video)"
     )
-    parser.add_argument("--seed-index", type=int, default=None, help="only this seed (0-based)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
+    parser.add_argument("--seed-index", type=_count, default=None, help="only this seed (0-based)")
+    parser.add_argument("--seed", type=_count, default=0, help="seed of the evaluation episodes")
     parser.add_argument(
         "--video", default=None, help="write seed-index's episodes to this .gif or .mp4"
     )
@@ -712,9 +757,10 @@ def _sweep_parser(agent_cls: type | None, add_help: bool = True) -> argparse.Arg
         "workers share: run this command on as many machines as you like with one --storage "
         "and --study. Each trial trains --seeds seeds; its value is the IQM (from 5 seeds, "
         "else the mean) of their final evaluations.",
-        epilog=f"Exit status: 0 when the study holds --n-trials trials; {REFUSED} when the "
-        f"flags or the space were refused; {INTERRUPTED} when Ctrl-C or SIGTERM stopped the "
-        "worker (its running trial is recorded as failed).",
+        epilog=f"Exit status: 0 when the study holds --n-trials trials; {FAILED} when the "
+        f"worker stopped because its trials kept failing; {REFUSED} when the flags or the "
+        f"space were refused; {INTERRUPTED} when Ctrl-C or SIGTERM stopped the worker (its "
+        "running trial is recorded as failed).",
         add_help=add_help,
     )
     parser.add_argument("agent", nargs="?", help="agent name, e.g. PPO; not needed with --show")
@@ -732,15 +778,17 @@ def _sweep_parser(agent_cls: type | None, add_help: bool = True) -> argparse.Arg
         "--env-param", action="append", default=[], metavar="NAME=VALUE", help="as ajax train's"
     )
     parser.add_argument(
-        "--n-trials", type=int, default=50, help="trials in the study, all workers together"
+        "--n-trials", type=_count, default=50, help="trials in the study, all workers together"
     )
-    parser.add_argument("--seeds", type=int, default=4, help="seeds per trial (0 .. N-1)")
-    parser.add_argument("--n-timesteps", type=int, default=100_000, help="steps per seed")
-    parser.add_argument("--n-envs", type=int, default=None, help=_n_envs_help(agent_cls))
+    parser.add_argument("--seeds", type=_count, default=4, help="seeds per trial (0 .. N-1)")
+    parser.add_argument("--n-timesteps", type=_count, default=100_000, help="steps per seed")
+    parser.add_argument("--n-envs", type=_count, default=None, help=_n_envs_help(agent_cls))
     parser.add_argument(
-        "--log-frequency", type=int, default=None, help="steps between evaluations (budget/20)"
+        "--log-frequency", type=_count, default=None, help="steps between evaluations (budget/20)"
     )
-    parser.add_argument("--num-episode-test", type=int, default=10, help="episodes per evaluation")
+    parser.add_argument(
+        "--num-episode-test", type=_count, default=10, help="episodes per evaluation"
+    )
     parser.add_argument(
         "--storage",
         default="sqlite:///sweep.db",
@@ -751,14 +799,14 @@ def _sweep_parser(agent_cls: type | None, add_help: bool = True) -> argparse.Arg
     parser.add_argument("--log-dir", default="runs", help="trials' run directories go in DIR/STUDY")
     parser.add_argument(
         "--batch",
-        type=int,
+        type=_count,
         default=4,
         help="trials asked at a time; those differing only in batchable hyperparameters train "
         "as one grid, compiled once (1: one trial at a time)",
     )
     parser.add_argument(
         "--heartbeat-s",
-        type=int,
+        type=_count,
         default=HEARTBEAT_S,
         help="seconds between a running trial's heartbeats; a trial silent for twice this is "
         "failed (its worker was killed)",
@@ -826,9 +874,9 @@ def _show_study(args: argparse.Namespace) -> int:
 def _sweep(argv: Sequence[str]) -> int:
     from ajax import AGENTS
     from ajax.logging import RunDirectoryTaken
-    from ajax.studies import run_worker
+    from ajax.studies import StudyFailing, run_worker
 
-    name = _agent_name(argv, _sweep_parser)
+    name = _first_pass(argv, _sweep_parser).agent
     if _unknown(name):
         return REFUSED
     agent_cls = AGENTS.get(name) if name else None
@@ -861,6 +909,9 @@ def _sweep(argv: Sequence[str]) -> int:
     except (ValueError, FileNotFoundError, ImportError, RunDirectoryTaken) as error:
         console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
         return REFUSED
+    except StudyFailing as error:
+        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        return FAILED
     console.print(f"Done. ajax sweep --show --storage {args.storage} --study {study}")
     return 0
 
@@ -890,7 +941,7 @@ def _cache(argv: Sequence[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="where the cache is and how big")
     prune = sub.add_parser("prune", help="delete least recently used entries")
-    prune.add_argument("--max-bytes", type=int, required=True, help="size to trim down to")
+    prune.add_argument("--max-bytes", type=_count, required=True, help="size to trim down to")
     args = parser.parse_args(argv)
     root = _compile_cache.cache_root()
     if args.command == "info":

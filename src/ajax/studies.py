@@ -68,7 +68,8 @@ class StudySpec:
     @property
     def evaluation_every(self) -> int:
         """Steps between evaluations: the spec's, else a twentieth of the budget."""
-        return self.log_frequency or max(1, self.n_timesteps // 20)
+        every = self.log_frequency
+        return max(1, self.n_timesteps // 20) if every is None else every
 
     def agent_cls(self) -> type:
         from ajax import AGENTS
@@ -218,17 +219,28 @@ def objective(result: Any) -> float:
 
 def check_spec(spec: StudySpec) -> None:
     """Refuse, before anything compiles, a study whose trials could not run: the agent is
-    built with each end of each range and each choice, the others at their fixed values."""
+    built with each end of each range and each choice, the others at their fixed values,
+    and the run's settings (seeds, budget, evaluations) are checked as ``train`` checks
+    them, for every trial would fail on them alike."""
+    from ajax import LoggingConfig
+    from ajax.run.plan import check_positive_int, plan_run
+
     both = sorted(set(spec.space) & set(spec.fixed))
     if both:
         raise ValueError(
             f"{', '.join(both)} is both fixed (--config or a flag) and searched (--space): "
             "drop it from one of them."
         )
+    agents = []
     for name, dimension in spec.space.items():
         values = dimension.get("choices") or [dimension["low"], dimension["high"]]
         for value in values:
-            spec.build({name: tuple(value) if isinstance(value, list) else value})
+            agents.append(spec.build({name: tuple(value) if isinstance(value, list) else value}))
+    check_positive_int("seeds", spec.seeds, "--seeds 4")
+    check_positive_int("num_episode_test", spec.num_episode_test, "--num-episode-test 10")
+    logging_config = LoggingConfig(spec.evaluation_every)
+    for agent in agents:  # the iteration's length may be searched (PPO's n_steps)
+        plan_run(agent, spec.n_timesteps, logging_config)
 
 
 def storage(url: str, heartbeat_s: int = HEARTBEAT_S, attempts: int = 5) -> Any:
@@ -429,6 +441,7 @@ def run_worker(
     batchable = spec.agent_cls().batchable()
     done: list[dict[str, Any]] = []
     while (left := n_trials - _counted(study)) > 0:
+        _stop_if_failing(done, n_trials)
         with warnings.catch_warnings():
             # Optuna warns that its heartbeat runs under optimize() alone: this loop keeps
             # its own (:func:`heartbeat`).
@@ -458,6 +471,23 @@ def run_worker(
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 raise
     return done
+
+
+class StudyFailing(RuntimeError):
+    """A worker's every recent trial failed: it stops rather than replace them for good."""
+
+
+def _stop_if_failing(done: list[dict[str, Any]], n_trials: int) -> None:
+    """Stop a worker whose last ``n_trials`` trials (at least 5) all failed: failed trials
+    are replaced, so a failure every trial meets (a space that diverges throughout, a run
+    this machine cannot hold) would otherwise keep the worker failing trials with no end."""
+    last = done[-max(n_trials, 5) :]
+    if len(last) == max(n_trials, 5) and all("error" in record for record in last):
+        raise StudyFailing(
+            f"This worker's last {len(last)} trials all failed, the last with: "
+            f"{last[-1]['error']}. It stops rather than replace them with more; fix the "
+            "cause (the space, the budget, the machine) and start it again."
+        )
 
 
 def _tell(
