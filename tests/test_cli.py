@@ -12,7 +12,7 @@ import pytest
 
 import ajax
 from ajax.cli import main
-from ajax.plotting import differing_settings
+from ajax.plotting import differing_settings, panels, runs_in
 from ajax.result import read_meta
 
 from .interrupts import interrupting_call
@@ -385,6 +385,23 @@ def test_plot_overlays_runs_labelled_by_what_differs(five_seed_runs, tmp_path, c
     assert out.read_bytes().startswith(b"\x89PNG") and out.stat().st_size > 10_000
     labels = differing_settings([read_meta(five), read_meta(two)])
     assert labels == ["PPO learning_rate=0.00025", "PPO learning_rate=0.001"]
+    # A run on another task gets a panel of its own: returns of two tasks share no scale.
+    other = tmp_path / "acrobot"
+    other.mkdir()
+    config = json.loads((two / "config.json").read_text()) | {"env_id": "gymnax/Acrobot-v1"}
+    (other / "config.json").write_text(json.dumps(config))
+    (other / "metrics.jsonl").write_text((two / "metrics.jsonl").read_text())
+    by_env = panels([read_meta(five), read_meta(two), *runs_in(other)])
+    assert {env: [label for _, label in runs] for env, runs in by_env.items()} == {
+        "gymnax/CartPole-v1": [
+            "PPO learning_rate=0.00025 (5 seeds)",
+            "PPO learning_rate=0.001 (2 seeds)",
+        ],
+        "gymnax/Acrobot-v1": ["PPO (2 seeds)"],
+    }
+    assert main(["plot", str(five), str(two), str(other), "-o", str(out)]) == 0
+    width = int.from_bytes(out.read_bytes()[16:20], "big")  # the PNG header's
+    assert width > 1.4 * 770, width  # two panels side by side, where one is 770 pixels
 
 
 def test_eval_records_a_video_of_a_run_saved_by_train(five_seed_runs, tmp_path, capsys):

@@ -22,35 +22,46 @@ def plot_learning_curve(result, path: str | Path, title: str | None = None) -> P
     if steps.size == 0:
         raise ValueError("the run has no evaluations to plot; train with a LoggingConfig.")
     mean, std = returns.mean(0), returns.std(0)
-    fig, ax = _figure()
+    fig, (ax,) = _figure()
     for seed, curve in zip(result.seeds, returns, strict=True):
         ax.plot(
             steps, curve, lw=0.7, alpha=0.35, label=f"seed {seed}" if len(returns) <= 8 else None
         )
     ax.plot(steps, mean, lw=2.2, color="C0", label=f"mean of {len(returns)} seeds")
     ax.fill_between(steps, mean - std, mean + std, color="C0", alpha=0.2, label="± 1 std")
-    title = title or f"{result.agent.name} on {result.agent.env_id}"
-    return _save(fig, ax, path, "evaluation return", title)
+    _label(ax, "evaluation return", title or f"{result.agent.name} on {result.agent.env_id}")
+    return _save(fig, path)
 
 
-def _figure():
+def _figure(panels: int = 1):
+    """A figure of ``panels`` plots, three to a row, and its axes in order."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt.subplots(figsize=(7, 4.2), dpi=110)
+    columns = min(panels, 3)
+    rows = -(-panels // columns)
+    width = 7 if panels == 1 else 5.2 * columns
+    fig, axes = plt.subplots(rows, columns, figsize=(width, 4.2 * rows), dpi=110, squeeze=False)
+    for ax in axes.ravel()[panels:]:
+        ax.set_visible(False)
+    return fig, axes.ravel()[:panels]
 
 
-def _save(fig, ax, path: str | Path, ylabel: str, title: str) -> Path:
-    """Labels, grid and legend of a curve plot, written to ``path`` and closed."""
-    import matplotlib.pyplot as plt
-
+def _label(ax, ylabel: str, title: str) -> None:
+    """Labels, grid and legend of a curve plot."""
     ax.set_xlabel("environment steps")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
+
+
+def _save(fig, path: str | Path) -> Path:
+    """``fig`` written to ``path``, and closed."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path)
@@ -113,10 +124,27 @@ def runs_in(path: str | Path) -> list[dict[str, Any]]:
     return runs
 
 
+def panels(metas: list[dict[str, Any]]) -> dict[str, list[tuple[dict[str, Any], str]]]:
+    """The runs of each environment, in order of first appearance, each with its legend
+    label: its agent and what sets it apart from that environment's other runs, and its
+    count of seeds. Returns on different tasks share no scale, so each task has a panel."""
+    by_env: dict[str, list[dict[str, Any]]] = {}
+    for meta in metas:
+        by_env.setdefault(meta["env_id"], []).append(meta)
+    out = {}
+    for env_id, runs in by_env.items():
+        labels = []
+        for meta, label in zip(runs, differing_settings(runs), strict=True):
+            seeds = len(meta["evaluations"]["episode_return"])
+            labels.append((meta, f"{label} ({seeds} seed{'s' if seeds > 1 else ''})"))
+        out[env_id] = labels
+    return out
+
+
 def plot_runs(paths: Sequence[str | Path], out: str | Path) -> Path:
-    """Overlays the learning curves of runs (see :func:`runs_in`): for each, the
-    interquartile mean over its seeds at each evaluation and its 95% stratified-bootstrap
-    band, labelled by agent and the settings that differ between runs."""
+    """Overlays the learning curves of runs (see :func:`runs_in`), a panel per environment:
+    for each run, the interquartile mean over its seeds at each evaluation and its 95%
+    stratified-bootstrap band, labelled as :func:`panels` labels it."""
     from ajax.stats import iqm, iqm_interval
 
     metas = []
@@ -125,15 +153,14 @@ def plot_runs(paths: Sequence[str | Path], out: str | Path) -> Path:
             if not meta["evaluations"]["timestep"]:
                 raise ValueError(f"the run in {path} has no evaluations to plot.")
             metas.append(meta)
-    fig, ax = _figure()
-    for color, meta, label in zip(
-        itertools.cycle(COLORS), metas, differing_settings(metas), strict=False
-    ):
-        steps = np.asarray(meta["evaluations"]["timestep"])
-        returns = np.asarray(meta["evaluations"]["episode_return"], np.float64)
-        low, high = iqm_interval(returns[:, None])
-        seeds = len(returns)
-        ax.plot(steps, iqm(returns), lw=2, color=color, label=f"{label} ({seeds} seeds)")
-        ax.fill_between(steps, low, high, color=color, alpha=0.2)
-    title = ", ".join(sorted({meta["env_id"] for meta in metas}))
-    return _save(fig, ax, out, "evaluation return (IQM over seeds, 95% interval)", title)
+    by_env = panels(metas)
+    fig, axes = _figure(len(by_env))
+    for ax, (env_id, runs) in zip(axes, by_env.items(), strict=True):
+        for color, (meta, label) in zip(itertools.cycle(COLORS), runs, strict=False):
+            steps = np.asarray(meta["evaluations"]["timestep"])
+            returns = np.asarray(meta["evaluations"]["episode_return"], np.float64)
+            low, high = iqm_interval(returns[:, None])
+            ax.plot(steps, iqm(returns), lw=2, color=color, label=label)
+            ax.fill_between(steps, low, high, color=color, alpha=0.2)
+        _label(ax, "evaluation return (IQM over seeds, 95% interval)", env_id)
+    return _save(fig, out)
