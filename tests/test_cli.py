@@ -328,9 +328,14 @@ def test_eval_prints_each_seeds_mean_and_std_and_the_iqm(five_seed_runs, capsys)
     out = " ".join(raw.split())
     assert "mean return" in out and "std" in out
     assert re.search(r"IQM over 5 seeds: [\d.]+ \[[\d.]+, [\d.]+\]", out)
-    assert main(["eval", str(two / "result"), "--episodes", "4", "--seed-index", "1"]) == 0
+    assert main(["eval", str(two / "result"), "--episodes", "5", "--seed-index", "1"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert re.search(r"IQM over 4 episodes: [\d.]+ \[[\d.]+, [\d.]+\]", out)
+    assert re.search(r"IQM over 5 episodes: [\d.]+ \[[\d.]+, [\d.]+\]", out)
+    # Under five scores, as a run's summary, the mean alone: a bootstrap over two seeds
+    # would call [a, b] a 95% interval.
+    assert main(["eval", str(two), "--episodes", "3"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert re.search(r"mean over 2 seeds: [\d.]+$", out) and "IQM" not in out, out
 
 
 def test_eval_refuses_a_bad_seed_index_and_a_directory_without_a_run(

@@ -678,7 +678,7 @@ def _eval(argv: Sequence[str]) -> int:
     )
     args = parser.parse_args(argv)
     import ajax
-    from ajax.result import episode_returns
+    from ajax.result import IQM_MIN_SEEDS, episode_returns
     from ajax.stats import iqm, iqm_interval
     from ajax.video import NoOpenGL, record_video
 
@@ -716,8 +716,11 @@ def _eval(argv: Sequence[str]) -> int:
     console.print(table)
     # Over seeds, each seed's mean return is one score; one seed's episodes are the scores.
     scores = returns.mean(axis=1) if args.seed_index is None else returns[args.seed_index]
-    low, high = iqm_interval(scores)
     over = f"{n_seeds} seeds" if args.seed_index is None else f"{len(scores)} episodes"
+    if len(scores) < IQM_MIN_SEEDS:  # as a run's summary: too few for a bootstrap interval
+        console.print(f"mean over {over}: {scores.mean():.1f}")
+        return 0
+    low, high = iqm_interval(scores)
     console.print(
         f"IQM over {over}: {iqm(scores):.1f} [{low:.1f}, {high:.1f}] (95% bootstrap interval)"
     )
@@ -891,7 +894,8 @@ def _sweep(argv: Sequence[str]) -> int:
         study = args.study or f"{name}_{args.env.replace('/', '-')}"
         console.print(
             f"Worker on study {study} ({args.storage}): {name} on {args.env}, "
-            f"{args.seeds} seeds x {args.n_timesteps:,} steps a trial, {args.n_trials} trials"
+            f"{args.seeds} seed{'s' if args.seeds > 1 else ''} x {args.n_timesteps:,} steps "
+            f"a trial, {args.n_trials} trials"
         )
         run_worker(
             spec,
