@@ -141,6 +141,8 @@ def test_one_configuration_agrees_with_its_own_run_and_is_an_ordinary_result(gri
     np.testing.assert_array_equal(
         logged["evaluations"]["episode_return"], alone.evaluations["episode_return"]
     )
+    table = grids["A"][0].summary()
+    assert len(table) == 8 and table[5] == {"learning_rate": 1e-3, "gamma": 0.99} | swept.summary()
     grid = ajax.evaluate(grids["A"][0], num_episodes=2)
     assert grid.shape == (8, 2)
     np.testing.assert_array_equal(grid[5], ajax.evaluate(swept, num_episodes=2))

@@ -173,6 +173,14 @@ class SweepResult:
         """Configuration ``c``'s run, as an ordinary :class:`ajax.TrainResult`."""
         return self.results[c]
 
+    def summary(self) -> list[dict[str, Any]]:
+        """Each configuration's values with its run's :meth:`ajax.TrainResult.summary`
+        (the final and best mean return over seeds; from 5 seeds, the final IQM and its
+        interval), in the order of :attr:`configs`: a grid's table of results."""
+        return [
+            config | run.summary() for config, run in zip(self.configs, self.results, strict=True)
+        ]
+
     def evaluate(self, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
         """Each configuration's :func:`ajax.evaluate`: [C, S]."""
         from ajax.result import evaluate
