@@ -73,6 +73,7 @@ def test_two_processes_run_as_one(tmp_path):
     )
     run_dir = tmp_path / "multi"
     assert "of 2 processes (this is process 0)" in outputs[0]
+    assert "Joining a run of 2 processes at localhost:" in outputs[1]
     assert "process 1 finished; process 0 wrote the run directory" in outputs[1]
     assert "mean over seeds" not in outputs[1]  # the summary is process 0's
     assert_same_run(ajax.load(run_dir / "result"), alone)
@@ -82,6 +83,26 @@ def test_two_processes_run_as_one(tmp_path):
     # Process 0's checkpoint after the first segment continues the run in one process.
     shutil.rmtree(run_dir / "checkpoints" / "2")
     assert_same_run(ajax.resume(run_dir), alone)
+
+
+def test_a_process_whose_run_is_never_joined_says_why_before_jax_stops_it():
+    """Process 0 of two, alone: JAX aborts it at the deadline, blaming "another task" that
+    died; before that, Ajax names the run not joined and how to start its processes."""
+    code = (
+        "import ajax.distributed as d; "
+        f"d.initialize('localhost:{free_port()}', num_processes=2, process_id=0, timeout_s=4)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ | {"JAX_PLATFORMS": "cpu"},
+    )
+    assert done.returncode != 0
+    err = " ".join(done.stderr.split())
+    assert "process 0 of a run of 2 processes has waited nearly 4 s" in err, err
+    assert "--num-processes 2, each with its own --process-id (0 to 1" in err
 
 
 def test_bad_process_flags_are_refused(capsys):

@@ -168,6 +168,10 @@ def _join_processes(args: argparse.Namespace) -> None:
         return
     from ajax import distributed
 
+    console.print(
+        f"Joining a run of {args.num_processes} processes at {args.coordinator} as process "
+        f"{args.process_id}"
+    )
     distributed.initialize(args.coordinator, args.num_processes, args.process_id)
 
 

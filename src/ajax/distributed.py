@@ -11,6 +11,8 @@ implementation jaxlib ships.
 
 from __future__ import annotations
 
+import sys
+import threading
 from typing import Any
 
 import jax
@@ -28,12 +30,17 @@ def initialize(
     num_processes: int,
     process_id: int,
     local_device_ids: list[int] | None = None,
+    timeout_s: int = 300,
 ) -> None:
     """Join a run of ``num_processes`` processes as process ``process_id``, whose
     coordinator (process 0's host) listens at ``coordinator_address`` (``HOST:PORT``).
     Call it in every process, after ``import ajax`` and before any JAX operation: JAX fixes
     its devices at its first operation. ``local_device_ids`` limits this process to some of
-    its host's accelerators (as :func:`jax.distributed.initialize`)."""
+    its host's accelerators (as :func:`jax.distributed.initialize`).
+
+    Every process must join within ``timeout_s`` seconds. JAX then ends a process still
+    waiting with a native abort that blames "another task" that died; just before it, this
+    says on standard error which run was not joined and how to start its processes."""
     host, _, port = str(coordinator_address).rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(
@@ -48,12 +55,39 @@ def initialize(
             f"process_id={process_id} is not one of the run's {num_processes} processes: "
             f"number them 0 to {num_processes - 1}, with the coordinator's host as 0."
         )
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int) or timeout_s < 1:
+        raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}.")
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(
-        coordinator_address,
-        num_processes=num_processes,
-        process_id=process_id,
-        local_device_ids=local_device_ids,
+    margin = min(5.0, timeout_s / 2)
+    warning = threading.Timer(
+        timeout_s - margin,
+        _not_joined,
+        (coordinator_address, num_processes, process_id, timeout_s),
+    )
+    warning.daemon = True
+    warning.start()
+    try:
+        jax.distributed.initialize(
+            coordinator_address,
+            num_processes=num_processes,
+            process_id=process_id,
+            local_device_ids=local_device_ids,
+            initialization_timeout=timeout_s,
+        )
+    finally:
+        warning.cancel()
+
+
+def _not_joined(address: str, num_processes: int, process_id: int, timeout_s: int) -> None:
+    print(
+        f"ajax: process {process_id} of a run of {num_processes} processes has waited nearly "
+        f"{timeout_s} s at the coordinator {address} for the others; if they have not joined "
+        "by then, JAX stops this process. Start every process with the same --coordinator "
+        f"and --num-processes {num_processes}, each with its own --process-id (0 to "
+        f"{num_processes - 1}, 0 on the coordinator's host), within {timeout_s} s of each "
+        "other, and check that the others can reach that address.",
+        file=sys.stderr,
+        flush=True,
     )
 
 
