@@ -104,6 +104,9 @@ def test_bad_env_params_fail_with_the_fix(capsys):
     assert "NAME=VALUE" in capsys.readouterr().out
     assert main([*base, "--env-param", "gravity_on_mars=3.7"]) == 2
     assert "gravity_on_mars" in capsys.readouterr().out
+    assert main([*base, "--env-param", "max_steps_in_episode=abc"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "max_steps_in_episode takes a number like its default, 500, not the text 'abc'" in out
 
 
 def test_list_shows_agents_and_env_ids(capsys):

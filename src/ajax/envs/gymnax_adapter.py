@@ -115,13 +115,21 @@ class GymnaxEnv(GymnaxAdapter):
 
 def override(defaults: Any, env_params: dict[str, Any], env_id: str) -> Any:
     """``defaults`` (an ``EnvParams`` dataclass) with the fields of ``env_params`` replaced;
-    an unknown field is refused, naming the valid ones."""
+    an unknown field is refused, naming the valid ones, and so is text for a field that is
+    not text (``--env-param max_steps_in_episode=abc`` reaches here as a string)."""
     fields = defaults.__dataclass_fields__
     unknown = set(env_params) - set(fields)
     if unknown:
         raise ValueError(
             f"{env_id} has no parameter(s) {sorted(unknown)}; its parameters are {sorted(fields)}."
         )
+    for name, value in env_params.items():
+        default = getattr(defaults, name)
+        if isinstance(value, str) and not isinstance(default, str):
+            raise ValueError(
+                f"{env_id}'s parameter {name} takes a number like its default, {default}, "
+                f"not the text {value!r}."
+            )
     return defaults.replace(**env_params)
 
 
