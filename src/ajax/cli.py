@@ -8,7 +8,6 @@ import ast
 import dataclasses
 import difflib
 import json
-import math
 import sys
 import time
 import warnings
@@ -36,17 +35,12 @@ INTERRUPTED = 130
 
 def _count(text: str) -> int:
     """An integer flag's value, also as RL budgets are often written: ``1e6``, ``100_000``."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not value.is_integer():
+    from ajax.agents.base import as_number
+
+    number = as_number(text, int)
+    if not isinstance(number, int):
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
-    return int(value)
+    return number
 
 
 def _hyperparameter_flag(field: dataclasses.Field) -> tuple[str, dict[str, Any]]:

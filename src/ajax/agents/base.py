@@ -47,7 +47,6 @@ episodes).
 from __future__ import annotations
 
 import abc
-import contextlib
 import dataclasses
 import difflib
 import math
@@ -99,14 +98,28 @@ def _range_of(config_type: type, name: str) -> dict:
     raise TypeError(f"{config_type.__name__}.{name} overrides a field no base declares")
 
 
+def as_number(text: str, kind: type) -> int | float | None:
+    """``text`` as a number, as YAML 1.1 and command lines hand numbers over as text
+    (``1e-3``, ``1e6``, ``100_000``): an int where ``kind`` is int and the number is whole,
+    else a float; None where it is no number."""
+    try:
+        return int(text) if kind is int else float(text)
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return int(number) if kind is int and number.is_integer() else number
+
+
 def as_field_type(field: dataclasses.Field, value: Any) -> Any:
     """A number YAML read as text (``1e-3`` is a string to YAML 1.1) as the number the
     field holds; any other value as it is, for the agent's own checks."""
     kind = type(field.default)
     if kind in (int, float) and isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            number = float(value)
-            return int(number) if kind is int and number.is_integer() else number
+        number = as_number(value, kind)
+        return value if number is None else number
     return value
 
 
