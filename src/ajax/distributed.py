@@ -11,8 +11,8 @@ implementation jaxlib ships.
 
 from __future__ import annotations
 
-import sys
 import threading
+import warnings
 from typing import Any
 
 import jax
@@ -40,7 +40,7 @@ def initialize(
 
     Every process must join within ``timeout_s`` seconds. JAX then ends a process still
     waiting with a native abort that blames "another task" that died; just before it, this
-    says on standard error which run was not joined and how to start its processes."""
+    warns which run was not joined and how to start its processes."""
     host, _, port = str(coordinator_address).rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(
@@ -79,15 +79,14 @@ def initialize(
 
 
 def _not_joined(address: str, num_processes: int, process_id: int, timeout_s: int) -> None:
-    print(
+    warnings.warn(
         f"ajax: process {process_id} of a run of {num_processes} processes has waited nearly "
         f"{timeout_s} s at the coordinator {address} for the others; if they have not joined "
         "by then, JAX stops this process. Start every process with the same --coordinator "
         f"and --num-processes {num_processes}, each with its own --process-id (0 to "
         f"{num_processes - 1}, 0 on the coordinator's host), within {timeout_s} s of each "
         "other, and check that the others can reach that address.",
-        file=sys.stderr,
-        flush=True,
+        stacklevel=1,
     )
 
 
