@@ -4,6 +4,7 @@ import csv
 import json
 import logging
 import math
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -306,6 +307,8 @@ def test_a_sink_failing_mid_run_stops_it_and_loses_no_row(tmp_path, monkeypatch)
         original(self, row)
 
     monkeypatch.setattr(sinks.CSVSink, "write", full_disk)
+    # The fallback goes under the system's temporary directory: this test's, not /tmp.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "system-tmp"))
     config = LoggingConfig(log_frequency=128, log_dir=tmp_path, run_name="full")
     with pytest.raises(LogWriterError, match="No space left on device") as raised:
         PPO(env_id="CartPole-v1", n_envs=2, n_steps=16).train(
@@ -313,6 +316,7 @@ def test_a_sink_failing_mid_run_stops_it_and_loses_no_row(tmp_path, monkeypatch)
         )
     fallback = raised.value.fallback
     assert fallback is not None and str(fallback) in str(raised.value)
+    assert fallback.is_relative_to(tmp_path / "system-tmp")
     kept = [json.loads(line) for line in fallback.read_text().splitlines()]
     logged = [
         json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()
