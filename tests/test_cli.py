@@ -452,12 +452,16 @@ def test_a_runs_own_config_repeats_the_run(tmp_path, monkeypatch):
     argv = ["PPO", "--env", "CartPole-v1", "--env-param", "max_steps_in_episode=100"]
     argv += ["--n-envs", "2", "--seeds", "3", "--seed-start", "4", "--n-timesteps", "512"]
     argv += ["--log-frequency", "128", "--num-episode-test", "3", "--gamma", "0.95"]
+    argv += ["--tensorboard", "--checkpoint-every", "2", "--checkpoint-keep", "3"]
     first = _config_of(argv, tmp_path, monkeypatch, "first")
     again = ["--config", str(tmp_path / "first" / "config.json")]
     second = _config_of(again, tmp_path, monkeypatch, "second")
     differing = {k for k in first if first[k] != second[k]}
-    assert differing == {"logging", "log_dir"}
+    assert differing == {"logging", "log_dir", "checkpoint"}
     assert first["logging"] | {"run_name": "second"} == second["logging"]
+    assert second["logging"]["tensorboard"] and not second["logging"]["wandb"]
+    dir_of = {"dir": str(tmp_path / "second" / "checkpoints")}
+    assert first["checkpoint"] | dir_of == second["checkpoint"] == {"every": 2, "keep": 3} | dir_of
     # Flags still override it.
     third = _config_of([*again, "--gamma", "0.9"], tmp_path, monkeypatch, "third")
     assert third["hyperparameters"]["gamma"] == 0.9 and third["seeds"] == [4, 5, 6]

@@ -281,6 +281,8 @@ def _run_defaults(path: str, run: dict[str, Any]) -> dict[str, Any]:
             f"{path} is a run of seeds {seeds}, not a range: ajax train runs --seeds N from "
             "--seed-start; give them, or repeat the run from Python."
         )
+    logging = run.get("logging") or {}
+    checkpoint = run.get("checkpoint") or {}
     return {
         "env": run["env_id"],
         "n_envs": run["n_envs"],
@@ -289,7 +291,13 @@ def _run_defaults(path: str, run: dict[str, Any]) -> dict[str, Any]:
         "seed_start": seeds[0],
         "n_timesteps": run["n_timesteps"],
         "num_episode_test": run["num_episode_test"],
-        "log_frequency": (run.get("logging") or {}).get("log_frequency"),
+        "log_frequency": logging.get("log_frequency"),
+        # What the run recorded, as well as what it trained: its logs and its checkpoints.
+        "tensorboard": logging.get("tensorboard", False),
+        "wandb": logging.get("wandb", False),
+        "wandb_mode": logging.get("wandb_mode"),
+        "checkpoint_every": checkpoint.get("every"),
+        "checkpoint_keep": checkpoint.get("keep", 2),
     }
 
 
