@@ -58,8 +58,10 @@ def test_spaces_are_converted():
 
 def test_env_params_override_defaults_and_unknown_ones_fail():
     assert make_env("Pendulum-v1", max_steps_in_episode=50).max_episode_steps == 50
-    with pytest.raises(ValueError, match="no parameter"):
+    with pytest.raises(ValueError, match="no parameters 'gravity_on_mars'; its parameters"):
         make_env("Pendulum-v1", gravity_on_mars=3.7)
+    with pytest.raises(ValueError, match=r"'max_step' \(did you mean 'max_steps_in_episode'\?\)"):
+        make_env("Pendulum-v1", max_step=50)
 
 
 def test_unknown_id_names_the_closest_ids():
@@ -88,6 +90,8 @@ def test_a_gymnax_object_steps_as_its_registered_id():
         for mine, theirs in zip((obs, reward, terminated, truncated), ref[1:5], strict=True):
             np.testing.assert_array_equal(mine, theirs)
     assert from_gymnax(upstream).max_episode_steps == 500
+    # Unnamed, it takes gymnax's name for the environment (its run directories' too).
+    assert from_gymnax(upstream).env_id == "CartPole-v1"
 
 
 def test_from_gymnax_refuses_what_is_not_a_gymnax_environment():
@@ -101,6 +105,8 @@ def test_from_gymnax_refuses_what_is_not_a_gymnax_environment():
 def test_an_env_instance_passes_through():
     env = make_env("CartPole-v1")
     assert make_env(env) is env
+    with pytest.raises(TypeError, match=r"got CartPole; wrap .* ajax.envs.from_gymnax"):
+        make_env(gymnax.make("CartPole-v1")[0])
 
 
 class _Countdown(Env):

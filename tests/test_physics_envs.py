@@ -246,7 +246,7 @@ def test_ids_list_offline_envs_and_explain_the_rest():
 def test_bad_options_fail_before_any_compile():
     with pytest.raises(ValueError, match="no config entries"):
         make_env("playground/CartpoleBalance", episode_lenght=10)
-    with pytest.raises(ValueError, match="no parameter"):
+    with pytest.raises(ValueError, match="did you mean 'max_steps_in_episode'"):
         make_env("target_gym/Plane", max_steps=10)
     with pytest.raises(ValueError, match="episode_length"):
         make_env("brax/fast", episode_length=0)

@@ -14,6 +14,8 @@ in ``info["final_obs"]``.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 import jax
@@ -25,6 +27,25 @@ from ajax.envs.spaces import Space
 SEED_AXIS = "seeds"
 
 StepResult = tuple[Any, jax.Array, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]
+
+
+def refuse_unknown(env_id: str, given: Iterable[str], known: Iterable[str], what: str) -> None:
+    """Refuse the names in ``given`` that are not among ``known``, the ``what`` (parameters,
+    config entries) of ``env_id``: each with its nearest known name where one is close (the
+    shortest that contains it, as ``max_steps`` is cut from ``max_steps_in_episode``, else
+    the most alike), which is easier to read than a list of sixty."""
+    known = sorted(known)
+    unknown = sorted(set(given) - set(known))
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        near = sorted((k for k in known if name in k), key=len)
+        near = near or difflib.get_close_matches(name, known, n=1)
+        hints.append(f"{name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    raise ValueError(
+        f"{env_id} has no {what} {', '.join(hints)}; its {what} are {', '.join(known)}."
+    )
 
 
 class Env:

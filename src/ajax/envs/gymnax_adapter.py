@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ajax.envs.core import Env, StepResult
+from ajax.envs.core import Env, StepResult, refuse_unknown
 from ajax.envs.spaces import Box, Discrete, Space
 
 #: Modules gymnax's environment modules import at the top for their renderers only; with
@@ -117,12 +117,7 @@ def override(defaults: Any, env_params: dict[str, Any], env_id: str) -> Any:
     """``defaults`` (an ``EnvParams`` dataclass) with the fields of ``env_params`` replaced;
     an unknown field is refused, naming the valid ones, and so is text for a field that is
     not text (``--env-param max_steps_in_episode=abc`` reaches here as a string)."""
-    fields = defaults.__dataclass_fields__
-    unknown = set(env_params) - set(fields)
-    if unknown:
-        raise ValueError(
-            f"{env_id} has no parameter(s) {sorted(unknown)}; its parameters are {sorted(fields)}."
-        )
+    refuse_unknown(env_id, env_params, defaults.__dataclass_fields__, "parameters")
     for name, value in env_params.items():
         default = getattr(defaults, name)
         if isinstance(value, str) and not isinstance(default, str):
@@ -142,8 +137,9 @@ def from_gymnax(env: Any, env_params: Any = None, env_id: str | None = None) -> 
     ``env_params`` (its ``EnvParams``; ``env.default_params`` when None).
 
     Use it wherever an id goes: ``PPO(env_id=from_gymnax(MyEnv()))``. ``env_id`` names it in
-    logs. A run on it is saved like any other; ``ajax.load(path, env=...)`` takes the
-    environment again, since a saved result holds no code.
+    logs and run directories; by default, gymnax's ``env.name`` (its class's name). A run
+    on it is saved like any other; ``ajax.load(path, env=...)`` takes the environment again,
+    since a saved result holds no code.
     """
     missing = [name for name in _GYMNAX_API if not hasattr(env, name)]
     if missing:
@@ -160,4 +156,4 @@ def from_gymnax(env: Any, env_params: Any = None, env_id: str | None = None) -> 
             "EnvParams (a subclass of gymnax.environments.environment.EnvParams), which sets "
             "the time limit."
         )
-    return GymnaxAdapter(env, env_params, env_id)
+    return GymnaxAdapter(env, env_params, env_id or getattr(env, "name", type(env).__name__))

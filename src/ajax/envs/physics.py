@@ -20,7 +20,7 @@ import numpy as np
 from flax import struct
 
 from ajax.envs import catalog
-from ajax.envs.core import Env, StepResult
+from ajax.envs.core import Env, StepResult, refuse_unknown
 from ajax.envs.spaces import Box
 
 
@@ -176,12 +176,7 @@ class PlaygroundEnv(SimulatorEnv):
         from mujoco_playground import registry
 
         config = registry.get_default_config(name)
-        unknown = set(config_overrides) - set(config.keys())
-        if unknown:
-            raise ValueError(
-                f"playground/{name} has no config entries {sorted(unknown)}; its entries are "
-                f"{sorted(config.keys())}."
-            )
+        refuse_unknown(f"playground/{name}", config_overrides, config.keys(), "config entries")
         env = registry.load(name, config_overrides={**config_overrides, "impl": impl})
         model = env.mj_model
         limited = model.actuator_ctrllimited.astype(bool)

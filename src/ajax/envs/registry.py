@@ -166,6 +166,9 @@ def make_env(env_id: str | Env, **kwargs: Any) -> Env:
             raise ValueError("Environment parameters go to make_env(env_id, ...), not an instance.")
         return env_id
     if not isinstance(env_id, str):
-        raise TypeError(f"env_id must be a string id or an ajax Env, got {type(env_id).__name__}")
+        raise TypeError(
+            f"env_id must be a string id or an ajax Env, got {type(env_id).__name__}; wrap an "
+            "environment written to gymnax's API with ajax.envs.from_gymnax(env, env_params)."
+        )
     family, name = _resolve(env_id)
     return _FAMILIES[family].make(name, **kwargs)

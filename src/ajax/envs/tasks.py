@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from ajax.envs.core import Env, StepResult
+from ajax.envs.core import Env, StepResult, refuse_unknown
 from ajax.envs.spaces import Box
 
 # Physical constants of gym's Pendulum-v1 (gym/envs/classic_control/pendulum.py, also
@@ -153,11 +153,7 @@ class PendulumTracking(Env):
 
     def __init__(self, **env_params: Any):
         fields = [f.name for f in dataclasses.fields(PendulumTrackingParams)]
-        unknown = sorted(set(env_params) - set(fields))
-        if unknown:
-            raise ValueError(
-                f"PendulumTracking-v0 has no parameter(s) {unknown}; its parameters are {fields}."
-            )
+        refuse_unknown("PendulumTracking-v0", env_params, fields, "parameters")
         self.params = PendulumTrackingParams(**env_params)
         _check_params(self.params)
         self.max_episode_steps = self.params.max_episode_steps
