@@ -210,7 +210,10 @@ def test_resume_refuses_another_run_or_another_version(tmp_path, reference, monk
     run = tmp_path / "r"
     # The run directory leads to checkpoints kept elsewhere.
     assert_same_run(ajax.resume(run), reference)
-    with pytest.raises(ValueError, match=r"another run \(hyperparameters: checkpoint"):
+    # Only the hyperparameter that differs is named (not hidden_sizes, saved as a list).
+    with pytest.raises(
+        ValueError, match=r"another run \(hyperparameters.gamma: checkpoint 0.99, given 0.9\)"
+    ):
         ajax.resume(run, agent=PPO(env_id="CartPole-v1", n_envs=2, n_steps=16, gamma=0.9))
     with pytest.raises(ValueError, match=r"another run \(n_envs: checkpoint 2, given 4"):
         ajax.resume(run, agent=PPO(env_id="CartPole-v1", n_envs=4, n_steps=16))

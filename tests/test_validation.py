@@ -1,12 +1,19 @@
 """Bad input fails before compiling, with a message naming the problem and the fix."""
 
+import re
 import warnings
 
+import gymnax
+import numpy as np
 import pytest
 
+import ajax
 from ajax import DQN, PPO, PQN, REDQ, SAC, TD3, TDMPC2, UDRL, LoggingConfig
 from ajax.cli import main
-from ajax.run.plan import plan_run, warn_if_only_warmup
+from ajax.envs import from_gymnax
+from ajax.result import episode_returns
+from ajax.run.plan import plan_run, seeds_of, warn_if_only_warmup
+from ajax.sweep import SweepResult, configurations
 
 
 @pytest.mark.parametrize(
@@ -90,6 +97,18 @@ from ajax.run.plan import plan_run, warn_if_only_warmup
             lambda: PPO(env_id="CartPole-v1", activation="gelu_fast"),
             r"activation='gelu_fast' is not a hidden activation; pick one of .*'tanh'",
         ),
+        (
+            lambda: PPO(env_id="CartPole-v1", hidden_sizes=64),
+            r"hidden_sizes must be a sequence of positive layer widths, e.g. "
+            r"hidden_sizes=\(64, 64\); got 64\.",
+        ),
+        (lambda: SAC(env_id="Pendulum-v1", hidden_sizes=(0,)), r"widths, .*; got \(0,\)"),
+        (lambda: SAC(env_id="Pendulum-v1", hidden_sizes=(64.5,)), r"widths, .*; got \(64.5,\)"),
+        (lambda: PPO(env_id="CartPole-v1", n_steps=float("inf")), r"n_steps must be a whole"),
+        (
+            lambda: PPO(env_id="CartPole-v1", env_params=[("max_steps_in_episode", 200)]),
+            r"env_params must be a mapping of the environment's parameters to values",
+        ),
         (lambda: LoggingConfig(log_frequency=0), r"log_frequency must be a positive number"),
         (
             lambda: LoggingConfig(log_frequency=10, run_name="a/b"),
@@ -129,12 +148,75 @@ def no_compiling(monkeypatch):
         (dict(seed=[]), r"seed is an empty list"),
         (dict(seed=[0, -1]), r"seeds must be integers in \[0, 2\*\*32\)"),
         (dict(seed="0"), r"seeds must be integers"),
+        (dict(seed=1.5), r"seeds must be integers in \[0, 2\*\*32\), got 1.5"),
+        (dict(seed=[3, 0, 3]), r"seed 3 is given twice: .* Give distinct seeds"),
         (dict(num_episode_test=0), r"num_episode_test must be a positive integer"),
     ],
 )
 def test_train_errors_come_before_compiling(agent, kwargs, message, no_compiling):
     with pytest.raises(ValueError, match=message):
         agent.train(**({"n_timesteps": 1024} | kwargs))
+
+
+def test_numpy_values_and_whole_numbers_are_taken_as_the_fields_hold_them(no_compiling):
+    """What a researcher's grid is made of (np.linspace, np.int64, 1e6) is read as the
+    Python numbers the fields hold, so the config hashes and records as if typed in."""
+    agent = PPO(
+        env_id="CartPole-v1",
+        n_envs=np.int64(2),
+        n_steps=16.0,
+        gamma=np.float64(0.5),
+        ent_coef=np.float32(0.25),
+        hidden_sizes=np.array([32, 32]),
+        anneal_lr=np.bool_(False),
+    )
+    c = agent.config
+    assert type(agent.n_envs) is int and agent.n_envs == 2
+    assert type(c.n_steps) is int and c.n_steps == 16
+    assert type(c.ent_coef) is float and c.ent_coef == 0.25 and c.gamma == 0.5
+    assert c.hidden_sizes == (32, 32) and all(type(w) is int for w in c.hidden_sizes)
+    assert c.anneal_lr is False and hash(c) == hash(PPO(env_id="CartPole-v1", **vars(c)).config)
+    assert seeds_of(np.arange(3)) == [0, 1, 2] and seeds_of(range(1, 3)) == [1, 2]
+    swept = configurations(agent, {"learning_rate": np.array([1e-4, 1e-3])})
+    assert swept == [{"learning_rate": 1e-4}, {"learning_rate": 1e-3}]
+    # A whole float budget passes the checks: the run goes on to compile.
+    with pytest.raises(AssertionError, match="compiled"):
+        agent.train(seed=np.array([0, 1]), n_timesteps=2e3, num_episode_test=2.0)
+
+
+def test_a_progress_callback_that_cannot_be_called_is_refused_before_compiling(no_compiling):
+    agent = PPO(env_id="CartPole-v1", n_envs=2, n_steps=16)
+    for progress in ("yes", lambda: None):
+        with pytest.raises(TypeError, match=r"progress must be a function of \(timesteps done"):
+            agent.train(n_timesteps=64, progress=progress)
+    with pytest.raises(AssertionError, match="compiled"):
+        agent.train(n_timesteps=64, progress=lambda done, total, summary: None)
+
+
+def test_evaluation_refuses_a_path_and_a_bad_seed():
+    with pytest.raises(TypeError, match=r"ajax.evaluate\(ajax.load\('runs/r'\)\)"):
+        ajax.evaluate("runs/r")
+    # The checks come before the result is read.
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*32\)"):
+        episode_returns(None, num_episodes=2, seed=-1)
+    with pytest.raises(ValueError, match=r"num_episodes must be a positive integer"):
+        episode_returns(None, num_episodes=0)
+
+
+def test_a_sweep_result_names_its_configurations():
+    sweep = SweepResult([{"gamma": 0.9}, {"gamma": 0.99}], [0], ["first", "second"], {}, None, [])
+    assert sweep.result(1) == "second"
+    with pytest.raises(IndexError, match=r"configurations 0 to 1 \(its configs\), not 2"):
+        sweep.result(2)
+
+
+def test_a_run_on_an_environment_object_has_a_plain_directory_name(tmp_path, no_compiling):
+    env = from_gymnax(*gymnax.make("CartPole-v1"), env_id="my cart (v2)")
+    config = LoggingConfig(log_frequency=32, log_dir=tmp_path)
+    with pytest.raises(AssertionError, match="compiled"):
+        PPO(env_id=env, n_envs=2, n_steps=16).train(n_timesteps=64, logging_config=config)
+    (directory,) = tmp_path.iterdir()
+    assert re.fullmatch(r"PPO_my-cart-v2_\d{8}-\d{6}", directory.name)
 
 
 def test_a_budget_within_the_warm_up_is_warned_of_before_compiling(no_compiling):

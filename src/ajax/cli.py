@@ -403,7 +403,7 @@ def _fresh_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
     is missing or wrong."""
     from ajax import CheckpointConfig, LoggingConfig, _devices
     from ajax.logging.sinks import wandb_mode
-    from ajax.run.plan import check_positive_int, plan_run, seeds_of
+    from ajax.run.plan import plan_run, positive_int, seeds_of
 
     if agent is None:
         raise ValueError("Name an agent (e.g. ajax train PPO ...), or --resume a run.")
@@ -427,7 +427,7 @@ def _fresh_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
     # train() refuses these too; here they are refused before the run's first line.
     seeds = seeds_of(list(range(args.seed_start, args.seed_start + args.seeds)))
     plan = plan_run(agent, args.n_timesteps, logging_config)
-    check_positive_int("num_episode_test", args.num_episode_test, "--num-episode-test 10")
+    positive_int("num_episode_test", args.num_episode_test, "--num-episode-test 10")
     mesh, share = _devices.seed_mesh(len(seeds))
     split = "" if mesh is None else f", {share} on each of {mesh.size} devices"
     if args.coordinator is not None:

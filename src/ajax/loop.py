@@ -14,6 +14,8 @@ compiled in, so a logged run is served by the compile cache like any other.
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,7 +40,7 @@ from ajax.logging.sinks import wandb_mode
 from ajax.result import TrainResult, env_class, env_spaces, environment_for
 from ajax.run.host import HostRun, Progress, divergences
 from ajax.run.lowering import lower_run, seeds_only
-from ajax.run.plan import RunPlan, check_positive_int, plan_run, seeds_of, warn_if_only_warmup
+from ajax.run.plan import RunPlan, plan_run, positive_int, seeds_of, warn_if_only_warmup
 from ajax.run.supervise import RunInterrupted, interrupts
 from ajax.serialization import as_json
 from ajax.sweep import Sweep, SweepResult, configurations, place_values
@@ -82,10 +84,11 @@ def train(
     """
     seeds = seeds_of(seed)
     configs = None if sweep is None else configurations(agent, sweep)
-    check_positive_int("num_episode_test", num_episode_test, "num_episode_test=10")
+    num_episode_test = positive_int("num_episode_test", num_episode_test, "num_episode_test=10")
+    n_timesteps = positive_int("n_timesteps", n_timesteps, "n_timesteps=100_000")
     if logging_config is not None and not isinstance(logging_config, LoggingConfig):
         raise TypeError("logging_config must be an ajax.LoggingConfig or None.")
-    _check_watchdog(watchdog)
+    _check_hooks(progress, watchdog)
     if checkpoint is not None and not isinstance(checkpoint, CheckpointConfig):
         raise TypeError("checkpoint must be an ajax.CheckpointConfig or None.")
     if checkpoint is not None and logging_config is None:
@@ -99,7 +102,9 @@ def train(
     _check_wandb(logging_config)
     directory = None
     if logging_config is not None:
-        name = f"{agent.name}_{agent.env_id.replace('/', '-')}"
+        # A plain directory name, as LoggingConfig asks of a run_name: a family's "/" and
+        # whatever a user's own environment id holds become "-".
+        name = f"{agent.name}_{re.sub(r'[^A-Za-z0-9._=+-]+', '-', agent.env_id).strip('-')}"
         directory = run_directory(logging_config, name, claim=is_writer())
     run_config = {
         "agent": agent.name,
@@ -133,9 +138,22 @@ def _check_wandb(logging_config: LoggingConfig | None) -> None:
         wandb_mode(logging_config)
 
 
-def _check_watchdog(watchdog: Any) -> None:
+def _check_hooks(progress: Any, watchdog: Any) -> None:
+    """Refuse, before anything compiles, a watchdog that is none and a progress callback
+    that cannot take what the run passes it after each segment."""
     if watchdog is not None and not isinstance(watchdog, Watchdog):
         raise TypeError("watchdog must be an ajax.Watchdog or None.")
+    if progress is None:
+        return
+    try:
+        inspect.signature(progress).bind(0, 1, {})
+    except TypeError:
+        raise TypeError(
+            f"progress must be a function of (timesteps done, total, latest summary), called "
+            f"after each segment, or None; got {progress!r}."
+        ) from None
+    except ValueError:
+        pass  # a callable whose signature Python cannot read: called as it is
 
 
 def resume(
@@ -161,7 +179,7 @@ def resume(
 
     Refuses a checkpoint written by another version of Ajax, or that does not fit ``agent``.
     """
-    _check_watchdog(watchdog)
+    _check_hooks(progress, watchdog)
     if agent is not None and env is not None:
         raise ValueError("Pass resume() an agent or an env, not both: the agent has its env.")
     found = latest_checkpoint(path)
@@ -186,9 +204,8 @@ def resume(
         "n_envs": agent.n_envs,
         "hyperparameters": agent.hyperparameters(),
     }
-    differ = [k for k, v in mine.items() if as_json(v) != as_json(config[k])]
-    if differ:
-        detail = "; ".join(f"{k}: checkpoint {config[k]!r}, given {mine[k]!r}" for k in differ)
+    detail = "; ".join(_differences(config, mine))
+    if detail:
         raise ValueError(
             f"The checkpoint in {found.directory} is of another run ({detail}). Resume it "
             "with its own agent, or leave agent out to rebuild it from the checkpoint."
@@ -198,6 +215,18 @@ def resume(
     plan = plan_run(agent, config["n_timesteps"], logging_config)
     _check_wandb(logging_config)
     return _run(agent, plan, config, progress, watchdog, found)
+
+
+def _differences(checkpoint: dict[str, Any], given: dict[str, Any], where: str = ""):
+    """``name: checkpoint X, given Y`` for each entry of ``given`` that differs from the
+    checkpoint's, compared as JSON (a tuple as the list it was saved as); a mapping's
+    entries one by one, so that one changed hyperparameter is named alone."""
+    for name, value in given.items():
+        saved = checkpoint.get(name)
+        if isinstance(value, dict) and isinstance(saved, dict):
+            yield from _differences(saved, value | {k: None for k in saved.keys() - value}, name)
+        elif as_json(value) != as_json(saved):
+            yield f"{where}{'.' if where else ''}{name}: checkpoint {saved!r}, given {value!r}"
 
 
 def _run(

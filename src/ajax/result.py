@@ -4,6 +4,7 @@ act, evaluate, save and reload."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -370,10 +371,13 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
 def episode_returns(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
     """The returns of ``num_episodes`` deterministic episodes of each seed's policy, one
     episode per evaluation copy, with the training state's normalisation: [S, num_episodes]."""
+    from ajax.agents.base import as_whole
     from ajax.evaluation import run_episodes
+    from ajax.run.plan import positive_int
 
-    if isinstance(num_episodes, bool) or not isinstance(num_episodes, int) or num_episodes <= 0:
-        raise ValueError(f"num_episodes must be a positive integer, got {num_episodes!r}.")
+    num_episodes = positive_int("num_episodes", num_episodes, "num_episodes=20")
+    if as_whole(seed) is None or not 0 <= seed < 2**32:
+        raise ValueError(f"seed must be an integer in [0, 2**32), as train's are; got {seed!r}.")
     agent = result.agent
     env = agent.env_copies(num_episodes).for_evaluation()
     keys = jax.random.split(jax.random.PRNGKey(seed), len(result.seeds))
@@ -391,6 +395,11 @@ def evaluate(result: Any, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
     """Mean return of ``num_episodes`` deterministic episodes for each seed's policy: [S];
     of a sweep's result (:meth:`ajax.sweep.SweepResult.evaluate`), each configuration's:
     [C, S]."""
+    if isinstance(result, str | os.PathLike):
+        raise TypeError(
+            f"evaluate takes a result, not the path {str(result)!r}: "
+            f"ajax.evaluate(ajax.load({str(result)!r})) evaluates a saved one."
+        )
     if not isinstance(result, TrainResult):
         return result.evaluate(num_episodes, seed)
     return episode_returns(result, num_episodes, seed).mean(axis=1)

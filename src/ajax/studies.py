@@ -223,7 +223,7 @@ def check_spec(spec: StudySpec) -> None:
     and the run's settings (seeds, budget, evaluations) are checked as ``train`` checks
     them, for every trial would fail on them alike."""
     from ajax import LoggingConfig
-    from ajax.run.plan import check_positive_int, plan_run
+    from ajax.run.plan import plan_run, positive_int
 
     both = sorted(set(spec.space) & set(spec.fixed))
     if both:
@@ -236,8 +236,8 @@ def check_spec(spec: StudySpec) -> None:
         values = dimension.get("choices") or [dimension["low"], dimension["high"]]
         for value in values:
             agents.append(spec.build({name: tuple(value) if isinstance(value, list) else value}))
-    check_positive_int("seeds", spec.seeds, "--seeds 4")
-    check_positive_int("num_episode_test", spec.num_episode_test, "--num-episode-test 10")
+    positive_int("seeds", spec.seeds, "--seeds 4")
+    positive_int("num_episode_test", spec.num_episode_test, "--num-episode-test 10")
     logging_config = LoggingConfig(spec.evaluation_every)
     for agent in agents:  # the iteration's length may be searched (PPO's n_steps)
         plan_run(agent, spec.n_timesteps, logging_config)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ajax.agents.base import as_plain
 from ajax.serialization import as_json
 
 #: What a sweep is given as: a mapping of names to lists (their product), or a list of
@@ -39,6 +40,8 @@ def configurations(agent: Any, sweep: Sweep) -> list[dict[str, float]]:
     if isinstance(sweep, Mapping):
         if not sweep:
             raise ValueError("sweep is empty; e.g. sweep={'learning_rate': [1e-4, 3e-4]}.")
+        # np.linspace's and np.logspace's values, as researchers make a grid.
+        sweep = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in sweep.items()}
         for name, values in sweep.items():
             if isinstance(values, str) or not isinstance(values, Sequence) or not values:
                 raise ValueError(
@@ -61,7 +64,8 @@ def configurations(agent: Any, sweep: Sweep) -> list[dict[str, float]]:
     _check_names(agent, names)
     for config in configs:
         for name, value in config.items():
-            if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
+            plain = as_plain(value)
+            if isinstance(plain, bool) or not isinstance(plain, int | float):
                 raise ValueError(f"sweep values must be numbers; {name}={value!r} is not.")
         agent.check_values({k: float(v) for k, v in config.items()})
     return [{k: float(v) for k, v in c.items()} for c in configs]
@@ -171,6 +175,11 @@ class SweepResult:
 
     def result(self, c: int) -> Any:
         """Configuration ``c``'s run, as an ordinary :class:`ajax.TrainResult`."""
+        if isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < len(self.results):
+            raise IndexError(
+                f"this sweep has configurations 0 to {len(self.results) - 1} (its configs), "
+                f"not {c!r}."
+            )
         return self.results[c]
 
     def summary(self) -> list[dict[str, Any]]:

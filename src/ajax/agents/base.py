@@ -50,10 +50,11 @@ import abc
 import dataclasses
 import difflib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import jax
+import numpy as np
 
 from ajax.acting import EnvCursor
 from ajax.envs import Box, Discrete, Env, make_env
@@ -113,6 +114,37 @@ def as_number(text: str, kind: type) -> int | float | None:
     return int(number) if kind is int and number.is_integer() else number
 
 
+def as_plain(value: Any) -> Any:
+    """A NumPy scalar as the Python number or bool it holds (a value of ``np.linspace``, say);
+    any other value as it is."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def as_whole(value: Any) -> int | None:
+    """``value`` as an int where it is a whole number (an int, a NumPy integer, a whole float
+    such as ``1e6``); None where it is not (a bool, a fraction, text, infinity)."""
+    value = as_plain(value)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, float) and value.is_integer() else None
+
+
+def _layer_widths(name: str, value: Any, default: tuple[int, ...]) -> tuple[int, ...]:
+    """``value`` as the tuple of layer widths a ``hidden_sizes`` field holds, refused unless
+    it is a sequence of positive whole numbers."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    widths = [as_whole(w) for w in value] if isinstance(value, tuple | list) else [None]
+    if any(w is None or w <= 0 for w in widths):
+        raise ValueError(
+            f"{name} must be a sequence of positive layer widths, e.g. {name}={default}; got "
+            f"{value!r}."
+        )
+    return tuple(widths)
+
+
 def as_field_type(field: dataclasses.Field, value: Any) -> Any:
     """A number YAML read as text (``1e-3`` is a string to YAML 1.1) as the number the
     field holds; any other value as it is, for the agent's own checks."""
@@ -141,25 +173,32 @@ def _range_text(meta: dict) -> str:
     return " and ".join(parts)
 
 
-def validate_config(config: Any) -> None:
-    """Raise ValueError naming any field of ``config`` outside its documented range."""
+def validate_config(config: Any) -> Any:
+    """Raise ValueError naming any field of ``config`` outside its documented range. Returns
+    ``config`` with its values as the fields hold them: NumPy scalars as Python numbers, whole
+    numbers of an integer field as ints (``n_steps=16.0``), layer widths as a tuple."""
+    plain = {}
     for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
+        value = as_plain(getattr(config, field.name))
+        plain[field.name] = value
         if isinstance(value, jax.core.Tracer):
             continue  # a swept value, checked as a number before the trace (ajax.sweep)
         meta = {**_range_of(type(config), field.name), "doc": field.metadata["doc"]}
         default = field.default
-        if isinstance(default, bool):
+        if isinstance(default, tuple):
+            plain[field.name] = _layer_widths(field.name, value, default)
+        elif isinstance(default, bool):
             if not isinstance(value, bool):
                 raise ValueError(f"{field.name} must be True or False, got {value!r}.")
-            continue
-        if isinstance(default, int | float) and not isinstance(default, bool):
+        elif isinstance(default, int | float):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(
                     f"{field.name} must be a number, got {value!r}; the default is {default}."
                 )
-            if isinstance(default, int) and not isinstance(default, bool) and value != int(value):
-                raise ValueError(f"{field.name} must be a whole number, got {value!r}.")
+            if isinstance(default, int):
+                if as_whole(value) is None:
+                    raise ValueError(f"{field.name} must be a whole number, got {value!r}.")
+                plain[field.name] = value = as_whole(value)
             low, high = meta.get("low"), meta.get("high")
             too_low = low is not None and (value <= low if meta["low_open"] else value < low)
             too_high = high is not None and (value >= high if meta["high_open"] else value > high)
@@ -168,6 +207,8 @@ def validate_config(config: Any) -> None:
                     f"{field.name}={value!r} is out of range: it must be {_range_text(meta)}. "
                     f"The default is {default} ({meta['doc'].rstrip('.')})."
                 )
+    changed = {k: v for k, v in plain.items() if v is not getattr(config, k)}
+    return dataclasses.replace(config, **changed) if changed else config
 
 
 class Agent(abc.ABC):
@@ -215,10 +256,15 @@ class Agent(abc.ABC):
                 f"Its hyperparameters are: {', '.join(sorted(names))}."
             )
         n_envs = self.default_n_envs if n_envs is None else n_envs
-        if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs <= 0:
+        if as_whole(n_envs) is None or n_envs <= 0:
             raise ValueError(f"n_envs must be a positive integer, got {n_envs!r}; try n_envs=4.")
-        self.config = self.Config(**hyperparameters)
-        validate_config(self.config)
+        n_envs = as_whole(n_envs)
+        if env_params is not None and not isinstance(env_params, Mapping):
+            raise ValueError(
+                f"env_params must be a mapping of the environment's parameters to values, got "
+                f"{env_params!r}; e.g. env_params={{'max_steps_in_episode': 200}}."
+            )
+        self.config = validate_config(self.Config(**hyperparameters))
         if hasattr(self.config, "activation"):
             self._require_one_of("activation", ACTIVATIONS, "hidden activation")
         self.env = make_env(env_id, **(env_params or {}))
@@ -265,7 +311,7 @@ class Agent(abc.ABC):
 
     @property
     def env_id(self) -> str:
-        return self.env.env_id or repr(self.env)
+        return self.env.env_id or type(self.env).__name__
 
     @property
     def steps_per_iteration(self) -> int:

@@ -12,25 +12,39 @@ from typing import Any
 import jax
 import numpy as np
 
+from ajax.agents.base import as_whole
 from ajax.buffers import EpisodeStore, ReplayBuffer
 from ajax.logging import LoggingConfig
 from ajax.memory import available_bytes, check_fits, human
 
 
-def check_positive_int(name: str, value: Any, example: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
+def positive_int(name: str, value: Any, example: str) -> int:
+    """``value`` as a positive int (a whole float such as ``1e6`` too: :func:`as_whole`);
+    else ValueError naming ``name``, with ``example``."""
+    whole = as_whole(value)
+    if whole is None or whole <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}; e.g. {example}.")
+    return whole
 
 
 def seeds_of(seed: int | Sequence[int]) -> list[int]:
-    """The list of seeds, validated: ``seed`` is one int or a non-empty list of them."""
-    seeds = [seed] if isinstance(seed, int | np.integer) else list(seed)
+    """The list of seeds, validated: ``seed`` is one int or a non-empty sequence of them (a
+    list, a range, a NumPy array)."""
+    seeds = list(seed) if isinstance(seed, Sequence | np.ndarray) else [seed]
     if not seeds:
         raise ValueError("seed is an empty list; give an int or a list such as seed=[0, 1, 2].")
     for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, int | np.integer) or not 0 <= s < 2**32:
+        if as_whole(s) is None or not 0 <= s < 2**32:
             raise ValueError(f"seeds must be integers in [0, 2**32), got {s!r}.")
-    return [int(s) for s in seeds]
+    seeds = [as_whole(s) for s in seeds]
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise ValueError(
+            f"seed {', '.join(map(str, twice))} is given twice: a seed's run is the same run "
+            "each time, and would count twice in the statistics over seeds. Give distinct "
+            "seeds, e.g. seed=list(range(4))."
+        )
+    return seeds
 
 
 def seed_array(seeds: list[int]) -> np.ndarray:
@@ -75,7 +89,7 @@ class RunPlan:
 
 
 def plan_run(agent: Any, n_timesteps: int, logging_config: LoggingConfig | None) -> RunPlan:
-    check_positive_int("n_timesteps", n_timesteps, "n_timesteps=100_000")
+    n_timesteps = positive_int("n_timesteps", n_timesteps, "n_timesteps=100_000")
     per_iteration = agent.steps_per_iteration
     if n_timesteps < per_iteration:
         raise ValueError(
