@@ -35,7 +35,7 @@ INTERRUPTED = 130
 
 def _count(text: str) -> int:
     """An integer flag's value, also as RL budgets are often written: ``1e6``, ``100_000``."""
-    from ajax.agents.base import as_number
+    from ajax._values import as_number
 
     number = as_number(text, int)
     if not isinstance(number, int):

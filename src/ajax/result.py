@@ -371,7 +371,7 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
 def episode_returns(result: TrainResult, num_episodes: int = 20, seed: int = 0) -> np.ndarray:
     """The returns of ``num_episodes`` deterministic episodes of each seed's policy, one
     episode per evaluation copy, with the training state's normalisation: [S, num_episodes]."""
-    from ajax.agents.base import as_whole
+    from ajax._values import as_whole
     from ajax.evaluation import run_episodes
     from ajax.run.plan import positive_int
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ajax.agents.base import as_plain
+from ajax._values import as_plain
 from ajax.serialization import as_json
 
 #: What a sweep is given as: a mapping of names to lists (their product), or a list of

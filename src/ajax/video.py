@@ -25,6 +25,7 @@ from ajax._xla import compiler_options, unrolled_threefry
 from ajax.envs.core import Env, bare_state
 from ajax.envs.gymnax_adapter import GymnaxEnv, import_gymnax
 from ajax.envs.physics import BraxEnv
+from ajax.envs.registry import is_registered
 from ajax.evaluation import start_episodes, step_episodes
 from ajax.policy import acting_state
 
@@ -119,7 +120,11 @@ def renderer_for(env: Env) -> Renderer:
     name = (env.env_id or "").removeprefix("gymnax/")
     if isinstance(env, GymnaxEnv) and name in vis_gym.SUPPORTED_GYM_ENVS:
         return _classic_control(env, name, vis_gym)
-    shown = env.env_id or f"an environment object ({type(env).__name__})"
+    shown = (
+        env.env_id
+        if is_registered(env.env_id)
+        else f"an environment object ({env.env_id or type(env).__name__})"
+    )
     classic = ", ".join(f"gymnax/{n}" for n in vis_gym.SUPPORTED_GYM_ENVS)
     raise ValueError(
         f"record_video renders gymnax's classic-control tasks ({classic}) and Brax's tasks "

@@ -56,6 +56,7 @@ from typing import Any, ClassVar
 import jax
 import numpy as np
 
+from ajax._values import as_number, as_plain, as_whole
 from ajax.acting import EnvCursor
 from ajax.envs import Box, Discrete, Env, make_env
 from ajax.envs.wrappers import NormalizeObservation, copies
@@ -97,38 +98,6 @@ def _range_of(config_type: type, name: str) -> dict:
         if field is not None and not field.metadata.get("overrides"):
             return field.metadata
     raise TypeError(f"{config_type.__name__}.{name} overrides a field no base declares")
-
-
-def as_number(text: str, kind: type) -> int | float | None:
-    """``text`` as a number, as YAML 1.1 and command lines hand numbers over as text
-    (``1e-3``, ``1e6``, ``100_000``): an int where ``kind`` is int and the number is whole,
-    else a float; None where it is no number."""
-    try:
-        return int(text) if kind is int else float(text)
-    except ValueError:
-        pass
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return int(number) if kind is int and number.is_integer() else number
-
-
-def as_plain(value: Any) -> Any:
-    """A NumPy scalar as the Python number or bool it holds (a value of ``np.linspace``, say);
-    any other value as it is."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def as_whole(value: Any) -> int | None:
-    """``value`` as an int where it is a whole number (an int, a NumPy integer, a whole float
-    such as ``1e6``); None where it is not (a bool, a fraction, text, infinity)."""
-    value = as_plain(value)
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    return int(value) if isinstance(value, float) and value.is_integer() else None
 
 
 def _layer_widths(name: str, value: Any, default: tuple[int, ...]) -> tuple[int, ...]:

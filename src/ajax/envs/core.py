@@ -57,7 +57,8 @@ class Env:
     action_space: Space
     #: The time limit after which an episode is truncated.
     max_episode_steps: int
-    #: The id the registry made this environment from (None for user instances).
+    #: The id the registry made this environment from; for an environment object, the name
+    #: it was given (``from_gymnax``'s), or None.
     env_id: str | None = None
     #: Whether :class:`ajax.envs.wrappers.AutoReset` computes a reset on every step, so that
     #: gradients flow through it, rather than only on steps where some copy's episode ended.

@@ -12,7 +12,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ajax.agents.base import as_whole
+from ajax._values import as_whole
 from ajax.buffers import EpisodeStore, ReplayBuffer
 from ajax.logging import LoggingConfig
 from ajax.memory import available_bytes, check_fits, human
