@@ -79,15 +79,20 @@ def test_train_checkpoints_and_resume_continues_the_run(tmp_path, capsys, monkey
     assert f"Resumingtherunin{run / 'checkpoints'}aftersegment3" in out
     assert "finalevalreturn" in out and "steps/soverallseeds" in out
     assert len((run / "metrics.csv").read_text().splitlines()) == 1 + 4
-    assert main(["train", *base[:-1], "32", "--resume", str(run)]) == 2
-    assert "anotherrun(hyperparameters" in "".join(capsys.readouterr().out.split())
+    # Flags that describe a run are refused, not ignored: --n-timesteps would not extend it.
+    assert main(["train", *base, "--n-timesteps", "512", "--resume", str(run)]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "so --env, --n-envs, --n-steps, --n-timesteps cannot change it: leave them out" in out
+    assert main(["train", "SAC", "--resume", str(run)]) == 2
+    assert "arunofPPO,notSAC" in "".join(capsys.readouterr().out.split())
     assert main(["train", "--resume", str(tmp_path)]) == 2
     assert "holdsnocompleteAjaxcheckpoint" in "".join(capsys.readouterr().out.split())
     # A finished run resumed runs no step, and prints no rate for it.
     done = ["--n-timesteps", "64", "--log-frequency", "64", "--log-dir", str(tmp_path)]
     assert main(["train", *base, *done, "--run-name", "done", "--checkpoint-every", "1"]) == 0
     capsys.readouterr()
-    assert main(["train", "--resume", str(tmp_path / "done")]) == 0
+    # The run's own agent may be named, and the watchdog's floor given.
+    assert main(["train", "PPO", "--resume", str(tmp_path / "done"), "--hang-floor-s", "60"]) == 0
     out = "".join(capsys.readouterr().out.split())
     assert "finalevalreturn" in out and "steps/soverallseeds" not in out
     # SIGTERM during segment 2: the line says how to go on from the command line.

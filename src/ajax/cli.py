@@ -211,7 +211,9 @@ def _add_reliability_flags(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         default=None,
         help="continue the run in this run (or checkpoint) directory from its latest "
-        "checkpoint; an agent and flags given with it must be the run's",
+        "checkpoint, as it was started: it takes no flags that describe the run (an agent "
+        "named with it must be the run's), only --hang-floor-s and those of a run across "
+        "processes",
     )
 
 
@@ -454,13 +456,42 @@ def _fresh_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
     return _Launch(run, args.n_timesteps, len(seeds))
 
 
-def _resumed_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
-    """The run ``--resume`` names, from its latest checkpoint; FileNotFoundError where there
-    is none."""
+#: What ``--resume`` takes besides the run: how to watch it and how its processes meet.
+_RESUME_FLAGS = {"agent", "resume", "hang_floor_s", "coordinator", "num_processes", "process_id"}
+
+
+def _given(argv: Sequence[str], agent_cls: type | None) -> list[str]:
+    """The destinations of the options ``argv`` gives, in its order, defaults left out."""
+    parser = _train_parser(agent_cls, add_help=False)
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+    return list(vars(parser.parse_args(argv)))
+
+
+def _resumed_run(
+    args: argparse.Namespace, agent_cls: type | None, watchdog: Any, given: list[str]
+) -> _Launch:
+    """The run ``--resume`` names, from its latest checkpoint, as it was started: flags that
+    would describe another run are refused rather than ignored. FileNotFoundError where
+    there is no checkpoint."""
     from ajax import resume
     from ajax.checkpoint import latest_checkpoint
 
+    other = [name for name in given if name not in _RESUME_FLAGS]
+    if other:
+        flags = ", ".join("--" + name.replace("_", "-") for name in other)
+        raise ValueError(
+            f"--resume continues the run as it was started, so {flags} cannot change it: "
+            "leave them out. To run it otherwise, start a new run from its settings: ajax "
+            "train --config RUN/config.json, with the flags to change."
+        )
     found = latest_checkpoint(args.resume)
+    run_agent = found.meta["run_config"]["agent"]
+    if agent_cls is not None and agent_cls.__name__ != run_agent:
+        raise ValueError(
+            f"{found.directory} checkpoints a run of {run_agent}, not {agent_cls.__name__}: "
+            "leave out the agent's name, or name the run's."
+        )
     if "sweep" in found.meta["run_config"]:
         raise ValueError(
             f"{found.directory} checkpoints a sweep (train(..., sweep=...)), whose result is a "
@@ -470,7 +501,7 @@ def _resumed_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch
     console.print(f"Resuming the run in {found.directory} after segment {found.step}")
 
     def run(progress: Any) -> Any:
-        return resume(args.resume, agent=agent, progress=progress, watchdog=watchdog)
+        return resume(args.resume, progress=progress, watchdog=watchdog)
 
     return _Launch(run, None, len(found.meta["run_config"]["seeds"]))
 
@@ -566,14 +597,14 @@ def _report(error: BaseException) -> int:
     return status
 
 
-def _launch(args: argparse.Namespace, agent_cls: type | None) -> _Launch:
+def _launch(args: argparse.Namespace, agent_cls: type | None, argv: Sequence[str]) -> _Launch:
     """The run the parsed flags ask for, fresh or resumed."""
     from ajax import Watchdog
 
     watchdog = None if args.hang_floor_s is None else Watchdog(floor_s=args.hang_floor_s)
-    agent = None if agent_cls is None else _agent(args, agent_cls)
     if args.resume is not None:
-        return _resumed_run(args, agent, watchdog)
+        return _resumed_run(args, agent_cls, watchdog, _given(argv, agent_cls))
+    agent = None if agent_cls is None else _agent(args, agent_cls)
     return _fresh_run(args, agent, watchdog)
 
 
@@ -597,7 +628,7 @@ def _train(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     try:
         _join_processes(args)
-        launch = _launch(args, agent_cls)
+        launch = _launch(args, agent_cls, argv)
     except (ValueError, FileNotFoundError) as error:
         console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
         return REFUSED
