@@ -377,6 +377,50 @@ def test_a_signal_stops_a_run_with_every_recorded_row_written(tmp_path, signame,
     assert len(rows) == 2 * len(recorded)
 
 
+@pytest.mark.slow
+def test_a_second_ctrl_c_abandons_the_segment_and_the_process_still_exits_cleanly(tmp_path):
+    """Two Ctrl-Cs during a segment: the run stops without waiting for it, its rows written,
+    and the script's exit waits for the abandoned program rather than abort when it returns
+    while the interpreter finalises (status 134, "FATAL: exception not rethrown")."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import signal, sys, ajax\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        f"config = ajax.LoggingConfig(log_frequency=300_000, log_dir={str(tmp_path)!r}, "
+        "run_name='r')\n"
+        "def progress(done, total, means):\n"
+        "    print('recorded', done, flush=True)\n"
+        "try:\n"
+        "    ajax.PPO(env_id='CartPole-v1', n_envs=2, n_steps=16).train(\n"
+        "        n_timesteps=3_000_000, logging_config=config, progress=progress)\n"
+        "except ajax.RunInterrupted as stopped:\n"
+        "    print('stopped:', stopped, flush=True)\n"
+        "    sys.exit(130)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "AJAX_NO_COMPILE_CACHE": "1"},
+    )
+    assert proc.stdout.readline().startswith("recorded 300000")
+    for _ in range(2):  # both within segment 2
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 130, err
+    assert "stopped: The run was interrupted (Ctrl-C) after 300,000" in out
+    assert "waiting for the program in flight to finish before exiting" in err
+    assert "FATAL" not in err
+    rows = (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(row)["timestep"] for row in rows] == [300_000]
+
+
 def test_an_interrupt_lets_the_segment_in_flight_finish_and_writes_its_rows(
     tmp_path, monkeypatch, capfd
 ):

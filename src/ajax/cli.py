@@ -1025,7 +1025,8 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if argv is None:  # run as the program, not called from Python
+    as_program = argv is None  # not called from Python
+    if as_program:
         warnings.showwarning = _warning_line
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["--version"], ["-V"]):
@@ -1036,7 +1037,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] not in COMMANDS:
         console.print(USAGE, highlight=False)
         return 0 if argv[:1] in (["-h"], ["--help"]) else REFUSED
-    return COMMANDS[argv[0]](argv[1:])
+    status = COMMANDS[argv[0]](argv[1:])
+    if as_program and "ajax.watchdog" in sys.modules:
+        from ajax import watchdog
+
+        if watchdog.in_flight():
+            # A program a second Ctrl-C abandoned, the run's files written: exit now, rather
+            # than wait for it or abort when it returns.
+            watchdog.exit_now(status)
+    return status
 
 
 if __name__ == "__main__":

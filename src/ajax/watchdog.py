@@ -13,6 +13,7 @@ add up to one polling interval to every segment).
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import faulthandler
 import os
@@ -89,19 +90,27 @@ class _Call:
     def start(self) -> None:
         # A daemon thread: if the program never returns, neither does this thread, and it
         # must not keep the interpreter from exiting.
+        _IN_FLIGHT.add(self)
         threading.Thread(target=self._call, name="ajax-watchdog-call", daemon=True).start()
 
     def _call(self) -> None:
-        if not self._claim.acquire(blocking=False):
-            return
-        fn, args = self._work.pop()
         try:
-            self._outcome.append(jax.block_until_ready(fn(*args)))
-        except BaseException as error:  # re-raised on the caller's thread
-            self._failure.append(error)
+            if not self._claim.acquire(blocking=False):
+                return
+            fn, args = self._work.pop()
+            try:
+                self._outcome.append(jax.block_until_ready(fn(*args)))
+            except BaseException as error:  # re-raised on the caller's thread
+                self._failure.append(error)
+            finally:
+                del fn, args
+                self._done.set()
         finally:
-            del fn, args
-            self._done.set()
+            _IN_FLIGHT.discard(self)
+
+    def forsake(self) -> None:
+        """Stop counting this call as in flight: it hung, and exiting must not wait for it."""
+        _IN_FLIGHT.discard(self)
 
     def withdraw(self) -> bool:
         """True if the call had not started running, and now never will."""
@@ -119,6 +128,46 @@ class _Call:
         if self._failure:
             raise self._failure.pop()
         return True, self._outcome.pop()
+
+
+#: The calls whose program is computing. One a second Ctrl-C abandoned is still here when
+#: the interpreter exits; if its program returns while the interpreter finalises, its thread
+#: is unwound on its way back into Python and the process aborts, as above.
+_IN_FLIGHT: set[_Call] = set()
+
+
+def in_flight() -> bool:
+    """Whether a watched program is still computing (one a second Ctrl-C abandoned)."""
+    return bool(_IN_FLIGHT)
+
+
+@atexit.register
+def _wait_for_programs_in_flight() -> None:
+    """At the interpreter's exit, before it finalises, wait for a program a second Ctrl-C
+    abandoned, so that the process does not abort when it returns; a Ctrl-C while waiting
+    exits at once, skipping the finalisation, with status 130. (``ajax train`` exits at
+    once without waiting: :func:`exit_now`.)"""
+    calls = list(_IN_FLIGHT)
+    if not calls:
+        return
+    sys.stderr.write(
+        "Ajax: waiting for the program in flight to finish before exiting (XLA cannot stop "
+        "it); Ctrl-C exits at once.\n"
+    )
+    try:
+        for call in calls:
+            call._done.wait()
+    except KeyboardInterrupt:
+        exit_now(130)
+
+
+def exit_now(status: int) -> None:
+    """Exit with ``status`` without the interpreter's finalisation, which a program still
+    computing would abort; standard output and error are flushed first. Only for a process
+    whose every file and row is written: nothing else is closed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 class CallInterrupted(KeyboardInterrupt):
@@ -158,7 +207,10 @@ def call_watched(fn: Callable[..., Any], *args: Any, limit_s: float) -> tuple[bo
         while True:
             before = _cpu_s()
             finished, result = call.wait(limit_s)
-            if finished or _cpu_s() - before < BUSY_SHARE * limit_s:
+            if finished:
+                return finished, result
+            if _cpu_s() - before < BUSY_SHARE * limit_s:
+                call.forsake()
                 return finished, result
     except KeyboardInterrupt as interrupt:
         if call.withdraw():
