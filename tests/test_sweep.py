@@ -56,6 +56,26 @@ def test_a_bad_space_is_refused_naming_the_fix(space, message):
         read_space(space, PPO)
 
 
+def test_a_space_file_or_storage_that_cannot_be_read_is_refused_in_one_line(tmp_path, capsys):
+    bad = tmp_path / "space.yaml"
+    bad.write_text("learning_rate: {low: 1e-4, high: [\n")
+    with pytest.raises(ValueError, match=rf"{bad} is not valid YAML"):
+        read_space(bad, PPO)
+    for url, reason in [
+        ("postgres://x", "Can't load plugin"),
+        (f"sqlite:///{tmp_path}/missing/dir/s.db", "unable to open database file"),
+    ]:
+        with pytest.raises(ValueError, match=rf"Cannot open the study storage .*{reason}"):
+            storage(url)
+    # Showing a study of a database file that does not exist creates none.
+    none = tmp_path / "none.db"
+    assert main(["sweep", "--show", "--storage", f"sqlite:///{none}", "--study", "s"]) == 2
+    assert f"No study storage at {none} (" in capsys.readouterr().out
+    assert not none.exists()
+    argv = ["sweep", "PPO", *TRIAL, "--space", str(bad), "--storage", f"sqlite:///{none}"]
+    assert main(argv) == 2 and "is not valid YAML" in capsys.readouterr().out
+
+
 def test_a_space_is_read_with_yaml_numbers_and_layer_choices(tmp_path):
     path = tmp_path / "space.yaml"
     path.write_text(
@@ -222,7 +242,7 @@ def test_a_six_trial_study_on_sqlite(tmp_path, capsys):
     other = write_space(tmp_path, {"gamma": {"low": 0.9, "high": 0.99}})
     argv = ["sweep", "PPO", *TRIAL, "--space", other, "--storage", url, "--study", name]
     assert main(argv) == 2
-    assert "not these settings" in capsys.readouterr().out
+    assert "runs other settings (space: the study's {" in capsys.readouterr().out
 
 
 @pytest.fixture(scope="module")

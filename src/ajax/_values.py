@@ -1,9 +1,12 @@
 """How values users hand over are read as the numbers Ajax's fields hold: text from YAML 1.1
 and command lines (``1e-3``), NumPy scalars (``np.linspace``'s values) and whole floats
-(``1e6`` steps). A leaf module, so that every layer can read values alike."""
+(``1e6`` steps), and the YAML or JSON files that hold them. A leaf module, so that every
+layer can read values alike."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,3 +42,23 @@ def as_whole(value: Any) -> int | None:
     if isinstance(value, int):
         return value
     return int(value) if isinstance(value, float) and value.is_integer() else None
+
+
+def read_mapping(path: str | Path, holds: str) -> dict[str, Any]:
+    """The mapping a YAML file (JSON for a ``.json`` one) holds; ValueError naming the file
+    where it does not parse or holds no mapping of ``holds``; OSError where it cannot be
+    read."""
+    import yaml
+
+    path = str(path)
+    kind = "JSON" if path.endswith(".json") else "YAML"
+    if Path(path).is_dir():
+        raise ValueError(f"{path} is a directory; give the {kind} file of {holds}.")
+    text = Path(path).read_text()
+    try:
+        data = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise ValueError(f"{path} is not valid {kind}: {error}") from error
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a mapping of {holds}, got {type(data).__name__}.")
+    return data

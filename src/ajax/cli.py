@@ -7,7 +7,6 @@ import argparse
 import ast
 import dataclasses
 import difflib
-import json
 import sys
 import time
 import warnings
@@ -251,25 +250,6 @@ class _Unparsed(Exception):
     """The flags did not parse while looking for the agent's name."""
 
 
-def _read_config(path: str) -> dict[str, Any]:
-    """A config file's mapping: JSON for a ``.json`` file, else YAML."""
-    import yaml
-
-    text = Path(path).read_text()
-    try:
-        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise ValueError(
-            f"{path} is not valid {'JSON' if path.endswith('.json') else 'YAML'}: {error}"
-        ) from error
-    if not isinstance(data, dict):
-        raise ValueError(
-            f"{path} must hold a mapping of hyperparameter names to values, got "
-            f"{type(data).__name__}."
-        )
-    return data
-
-
 def _run_defaults(path: str, run: dict[str, Any]) -> dict[str, Any]:
     """The flags that repeat the run a ``config.json`` describes."""
     if not run.get("env_registered", True):
@@ -309,9 +289,10 @@ def _config_defaults(path: str, agent_name: str | None) -> tuple[str, dict[str, 
     copies, seeds, budget and hyperparameters), so that a run can be repeated exactly.
     Unknown names are refused, with the nearest ones."""
     from ajax import AGENTS
+    from ajax._values import read_mapping
     from ajax.agents.base import as_field_type
 
-    data = _read_config(path)
+    data = read_mapping(path, "hyperparameter names to values")
     defaults: dict[str, Any] = {}
     hyperparameters = data
     if "agent" in data and "hyperparameters" in data:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ajax._values import read_mapping
 from ajax.agents.base import as_field_type, validate_config
 
 #: Seconds between a running trial's heartbeats; a trial whose last heartbeat is older than
@@ -98,12 +99,9 @@ def read_space(source: str | Path | Mapping[str, Any], agent_cls: type) -> dict[
     if isinstance(source, Mapping):
         data, where = dict(source), "the space"
     else:
-        import yaml
-
         where = str(source)
-        text = Path(source).read_text()
-        data = json.loads(text) if where.endswith(".json") else yaml.safe_load(text)
-    if not isinstance(data, dict) or not data:
+        data = read_mapping(source, "each searched hyperparameter to a range or choices")
+    if not data:
         raise ValueError(
             f"{where} must map each searched hyperparameter to a range or choices, e.g. "
             "learning_rate: {low: 1e-4, high: 1e-2, log: true}."
@@ -261,12 +259,22 @@ def storage(url: str, heartbeat_s: int = HEARTBEAT_S, attempts: int = 5) -> Any:
                 url, heartbeat_interval=heartbeat_s, grace_period=2 * heartbeat_s
             )
 
-    for _ in range(attempts - 1):
-        try:
-            return connect()
-        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
-            time.sleep(random.uniform(0.2, 1.0))
-    return connect()
+    try:
+        for _ in range(attempts - 1):
+            try:
+                return connect()
+            except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+                time.sleep(random.uniform(0.2, 1.0))
+        return connect()
+    except (sqlalchemy.exc.SQLAlchemyError, ValueError) as error:
+        # An unknown dialect, a server that does not answer, a path that cannot be written:
+        # the database driver's first line says which.
+        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        raise ValueError(
+            f"Cannot open the study storage {url}: {reason}. Give a database URL Ajax can "
+            "reach: sqlite:///studies.db (a file), or postgresql+psycopg://USER:PASSWORD@HOST/"
+            "DB with its server running."
+        ) from None
 
 
 def open_study(url: str, name: str, spec: StudySpec | None, heartbeat_s: int = HEARTBEAT_S):
@@ -275,6 +283,9 @@ def open_study(url: str, name: str, spec: StudySpec | None, heartbeat_s: int = H
     (``optuna.storages.fail_stale_trials``)."""
     optuna = _optuna()
     sampler = optuna.samplers.TPESampler(constant_liar=True)
+    file = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else None
+    if spec is None and file is not None and not Path(file).is_file():
+        raise ValueError(f"No study storage at {file} ({url}): give the --storage of a study.")
     db = storage(url, heartbeat_s)
     if spec is None:
         try:
@@ -293,9 +304,15 @@ def open_study(url: str, name: str, spec: StudySpec | None, heartbeat_s: int = H
         if theirs is None:
             study.set_user_attr(SPEC_ATTR, mine)
         elif theirs != mine:
+            theirs, mine = json.loads(theirs), json.loads(mine)
+            differ = "; ".join(
+                f"{k}: the study's {theirs.get(k)!r}, given {mine.get(k)!r}"
+                for k in sorted(theirs.keys() | mine.keys())
+                if theirs.get(k) != mine.get(k)
+            )
             raise ValueError(
-                f"Study {name!r} in {url} runs {json.loads(theirs)}, not these settings: give "
-                "the same agent, task, space, seeds and budget to join it, or a new --study."
+                f"Study {name!r} in {url} runs other settings ({differ}): give the same "
+                "agent, task, space, seeds and budget to join it, or a new --study."
             )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
