@@ -355,6 +355,9 @@ def test_eval_refuses_a_bad_seed_index_and_a_directory_without_a_run(
     assert out == "--seed-index 5 is out of range: the run has 5 seeds, indices 0..4."
     assert main(["eval", str(tmp_path)]) == 2
     assert "holds no saved Ajax result" in capsys.readouterr().out
+    # --episodes 0 was taken for the default; it is refused, as a negative count is.
+    assert main(["eval", str(five), "--episodes", "0"]) == 2
+    assert "--episodes must be a positive number, got 0." in capsys.readouterr().out
 
 
 def test_train_refuses_a_run_name_already_taken_in_one_line(five_seed_runs, monkeypatch, capsys):
@@ -415,6 +418,13 @@ def test_plot_overlays_runs_labelled_by_what_differs(five_seed_runs, tmp_path, c
     assert main(["plot", str(five), str(two), str(other), "-o", str(out)]) == 0
     width = int.from_bytes(out.read_bytes()[16:20], "big")  # the PNG header's
     assert width > 1.4 * 770, width  # two panels side by side, where one is 770 pixels
+    # The path printed is the file written: a .png where no format is named, a directory's
+    # curves.png, in folders made for it.
+    capsys.readouterr()
+    for given, written in [("noext", "noext.png"), ("", "curves.png"), ("a/b/c.png", "a/b/c.png")]:
+        assert main(["plot", str(two), "-o", str(tmp_path / given)]) == 0
+        assert capsys.readouterr().out.split() == ["wrote", str(tmp_path / written)]
+        assert (tmp_path / written).read_bytes().startswith(b"\x89PNG")
 
 
 def test_eval_records_a_video_of_a_run_saved_by_train(five_seed_runs, tmp_path, capsys):
@@ -426,6 +436,12 @@ def test_eval_records_a_video_of_a_run_saved_by_train(five_seed_runs, tmp_path, 
     assert gif.read_bytes().startswith(b"GIF8") and frames >= 8
     assert main(["eval", str(five), "--video", str(tmp_path / "cp.avi")]) == 2
     assert ".gif" in capsys.readouterr().out
+    # A path that cannot be written is refused before the episodes run: status 1, one line.
+    (tmp_path / "file").write_text("")
+    assert main(["eval", str(five), "--video", str(tmp_path / "file" / "cp.gif")]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.startswith(f"record_video cannot write {tmp_path / 'file' / 'cp.gif'}: ")
+    assert "Give a path in a directory you can write." in out
 
 
 def _config_of(argv, tmp_path, monkeypatch, name):

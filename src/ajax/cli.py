@@ -708,20 +708,24 @@ def _eval(argv: Sequence[str]) -> int:
                 f"--seed-index {args.seed_index} is out of range: the run has {n_seeds} seeds, "
                 f"indices 0..{n_seeds - 1}."
             )
+        if args.episodes is not None and args.episodes <= 0:
+            raise ValueError(f"--episodes must be a positive number, got {args.episodes}.")
         if args.video is not None:
-            recorded = record_video(
-                result, args.video, args.seed_index or 0, args.episodes or 1, args.seed
-            )
+            episodes = 1 if args.episodes is None else args.episodes
+            recorded = record_video(result, args.video, args.seed_index or 0, episodes, args.seed)
             console.print(
                 f"wrote {recorded['frames']} frames of {len(recorded['episode_lengths'])} "
                 f"episode(s), returns {', '.join(f'{r:.1f}' for r in recorded['episode_returns'])}"
                 f", to {recorded['path']}"
             )
             return 0
-        returns = episode_returns(result, args.episodes or 20, args.seed)
+        returns = episode_returns(result, 20 if args.episodes is None else args.episodes, args.seed)
     except (ValueError, FileNotFoundError, ImportError, NoOpenGL) as error:
         console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
         return REFUSED
+    except OSError as error:  # a video that cannot be written
+        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        return FAILED
     indices = range(n_seeds) if args.seed_index is None else [args.seed_index]
     # A line of its own: as the table's title it wrapped to the narrow table's width.
     console.print(f"{result.agent.name} on {result.agent.env_id}: {returns.shape[1]} episodes")
@@ -756,10 +760,21 @@ def _plot(argv: Sequence[str]) -> int:
         help="run directories (of ajax train, or of any run with a logging config: a sweep's "
         "gives a curve per configuration) or saved results",
     )
-    parser.add_argument("-o", "--output", default="curves.png", help="the image to write")
+    parser.add_argument(
+        "-o",
+        "--output",
+        default="curves.png",
+        help="the image to write (default curves.png, replaced if it exists): a .png unless "
+        "it ends in another image format; into a directory, its curves.png",
+    )
     args = parser.parse_args(argv)
     from ajax.plotting import plot_runs
 
+    args.output = Path(args.output)
+    if args.output.is_dir():
+        args.output /= "curves.png"
+    elif not args.output.suffix:
+        args.output = args.output.with_suffix(".png")
     try:
         out = plot_runs(args.run_dirs, args.output)
     except (ValueError, FileNotFoundError) as error:

@@ -64,6 +64,7 @@ def _save(fig, path: str | Path) -> Path:
 
     fig.tight_layout()
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
     return path

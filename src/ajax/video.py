@@ -105,6 +105,24 @@ def _check(result: TrainResult, path: Path, seed_index: int, episodes: int) -> N
     _require("imageio")
     if path.suffix.lower() == ".mp4":
         _require("imageio_ffmpeg")
+    _require_writable(path)
+
+
+def _require_writable(path: Path) -> None:
+    """Refuses a path the video could not be written to, before the episodes are run: its
+    directory is created, and the file opened for writing (and removed if it was new)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        existed = path.exists()
+        with open(path, "ab"):
+            pass
+        if not existed:
+            path.unlink()
+    except OSError as error:
+        raise OSError(
+            f"record_video cannot write {path}: {error.strerror or error}. Give a path in a "
+            "directory you can write."
+        ) from error
 
 
 def _require(module: str) -> None:
