@@ -507,8 +507,14 @@ def test_a_runs_own_config_repeats_the_run(tmp_path, monkeypatch):
             "CONFIG must hold a mapping of hyperparameter names to values, got list.",
         ),
         ("gamma: [", ["PPO"], "CONFIG is not valid YAML"),
+        (
+            "n_timesteps: 2048",
+            ["PPO"],
+            "CONFIG: 'n_timesteps' is a setting of the run, not a hyperparameter of PPO: give "
+            "it as --n-timesteps",
+        ),
     ],
-    ids=["unknown-name", "no-agent", "not-a-mapping", "bad-yaml"],
+    ids=["unknown-name", "no-agent", "not-a-mapping", "bad-yaml", "run-setting"],
 )
 def test_a_bad_config_file_is_refused_before_anything_runs(text, argv, message, tmp_path, capsys):
     path = tmp_path / "c.yaml"

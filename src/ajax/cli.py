@@ -315,10 +315,23 @@ def _config_defaults(path: str, agent_name: str | None) -> tuple[str, dict[str, 
             f"Name the agent {path} sets hyperparameters for, e.g. ajax train PPO --config {path}."
         )
     fields = {f.name: f for f in dataclasses.fields(AGENTS[agent_name].Config)}
+    parser = _train_parser(None, False)
+    flags = {a.dest: a.option_strings[-1] for a in parser._actions if a.option_strings}
+    flags["env_id"] = flags["env"]
     for name, value in hyperparameters.items():
+        if name in flags and name not in fields:
+            raise ValueError(
+                f"{path}: {name!r} is a setting of the run, not a hyperparameter of "
+                f"{agent_name}: give it as {flags[name]} (a file of hyperparameters holds the "
+                "agent's alone)."
+            )
         if name not in fields:
             near = difflib.get_close_matches(name, fields, n=3)
-            hint = f"did you mean {' or '.join(near)}?" if near else f"its are {', '.join(fields)}."
+            hint = (
+                f"did you mean {' or '.join(near)}?"
+                if near
+                else f"its hyperparameters are {', '.join(fields)}."
+            )
             raise ValueError(f"{path}: {name!r} is not a hyperparameter of {agent_name}; {hint}")
         defaults[name] = as_field_type(fields[name], value)
     return agent_name, defaults
