@@ -129,10 +129,23 @@ def test_cache_info_and_prune(cache_env, capsys):
     stale.mkdir(parents=True)
     (stale / "abc-cache").write_bytes(b"x" * 1000)
     assert main(["cache", "info"]) == 0
-    assert str(cache_env) in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"root: {cache_env}\n" in out and "enabled: yes" in out
     assert main(["cache", "prune", "--max-bytes", "0"]) == 0
     assert "deleted 1,000 bytes" in capsys.readouterr().out
     assert not (stale / "abc-cache").exists()
+
+
+def test_cache_info_says_when_the_cache_is_off_and_why(cache_env, monkeypatch, capsys):
+    cache_env.parent.joinpath("a-file").write_text("")
+    monkeypatch.setenv("AJAX_JAX_COMPILE_CACHE_DIR", str(cache_env.parent / "a-file"))
+    assert main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert f"enabled: no ({cache_env.parent / 'a-file'}/" in out
+    assert "cannot be made; set AJAX_JAX_COMPILE_CACHE_DIR elsewhere)" in out
+    monkeypatch.setenv("AJAX_NO_COMPILE_CACHE", "1")
+    assert main(["cache", "info"]) == 0
+    assert "enabled: no (AJAX_NO_COMPILE_CACHE is set)" in capsys.readouterr().out
 
 
 def test_a_bad_hang_floor_is_refused_before_training(capsys):

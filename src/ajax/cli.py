@@ -995,9 +995,16 @@ def _cache(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     root = _compile_cache.cache_root()
     if args.command == "info":
-        console.print(f"root: {root}")
-        console.print(f"this machine: {_compile_cache.cache_dir()}")
-        console.print(f"enabled: {_compile_cache.enabled()}")
+        directory = _compile_cache.cache_dir()
+        if not _compile_cache.enabled():
+            state = f"no ({_compile_cache.DISABLE_ENV} is set)"
+        elif _compile_cache.usable_dir() is None:
+            state = f"no ({directory} cannot be made; set {_compile_cache.ROOT_ENV} elsewhere)"
+        else:
+            state = "yes"
+        # Whole lines, not folded: the paths are for copying.
+        for line in (f"root: {root}", f"this machine: {directory}", f"enabled: {state}"):
+            console.print(line, soft_wrap=True, highlight=False)
         console.print(f"size: {_compile_cache.size_of(root):,} bytes")
         return 0
     if args.max_bytes < 0:
