@@ -141,6 +141,13 @@ def test_a_worker_whose_trials_keep_failing_stops(tmp_path, monkeypatch, capsys)
     assert "last 5 trials all failed, the last with: this machine cannot hold the run" in out
     # Three rounds of two asked (failed trials do not count): the check is between rounds.
     assert [t.state for t in trials(url, "failing")] == [TrialState.FAIL] * 6
+    # --show says why, and that there is nothing to rank or plot.
+    assert (
+        main(["sweep", "--show", "--storage", url, "--study", "failing", "-o", str(tmp_path)]) == 0
+    )
+    out = " ".join(capsys.readouterr().out.split())
+    assert "6 fail" in out and "the latest failed trial, 5: this machine cannot hold" in out
+    assert "no trial has completed yet: no best trials, and no plots" in out
 
 
 def test_a_study_whose_trial_directory_is_taken_is_refused_before_compiling(

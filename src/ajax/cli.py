@@ -903,6 +903,12 @@ def _show_study(args: argparse.Namespace) -> int:
     shown = show(args.storage, name, args.output)
     states = ", ".join(f"{n} {state}" for state, n in shown["states"].items()) or "no trials"
     console.print(f"study {name} in {args.storage}: {states}")
+    if shown["last_failure"] is not None:
+        number, error = shown["last_failure"]
+        console.print(f"the latest failed trial, {number}: {error}", soft_wrap=True)
+    if not shown["best"]:
+        console.print("no trial has completed yet: no best trials, and no plots")
+        return 0
     table = Table(title="best trials")
     for column in ("trial", "value", "hyperparameters"):
         table.add_column(column)

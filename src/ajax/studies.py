@@ -542,10 +542,10 @@ def _short(value: Any) -> str:
 
 
 def show(url: str, name: str, out_dir: str | Path, top: int = 5) -> dict[str, Any]:
-    """The study's state: trials by state, the best ``top`` complete trials, and two figures
-    written to ``out_dir``: the optimisation history and the hyperparameters' importances
-    (PED-ANOVA, Watanabe et al. 2023, which needs no scikit-learn; from 2 complete trials).
-    Stale running trials are failed first."""
+    """The study's state: trials by state, the best ``top`` complete trials, the error of
+    the latest failed trial, and two figures written to ``out_dir``: the optimisation history
+    and the hyperparameters' importances (PED-ANOVA, Watanabe et al. 2023, which needs no
+    scikit-learn; from 2 complete trials). Stale running trials are failed first."""
     optuna = _optuna()
     import matplotlib
 
@@ -592,4 +592,12 @@ def show(url: str, name: str, out_dir: str | Path, top: int = 5) -> dict[str, An
             for t in complete[:top]
         ],
         "figures": {k: str(v) for k, v in figures.items()},
+        "last_failure": next(
+            (
+                (t.number, t.user_attrs.get("error", "no error recorded"))
+                for t in reversed(trials)
+                if t.state == TrialState.FAIL
+            ),
+            None,
+        ),
     }
