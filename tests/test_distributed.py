@@ -27,14 +27,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def two_process_run(log_dir) -> list[str]:
-    """``ajax train`` across two processes into ``log_dir/multi``; each process's output."""
+def two_process_run(log_dir, extra=((), ())) -> tuple[list[int], list[str]]:
+    """``ajax train`` across two processes into ``log_dir/multi``, process ``i`` given the
+    flags ``extra[i]`` too; each process's exit status and output."""
     coordinator = f"localhost:{free_port()}"
     argv = [sys.executable, "-m", "ajax.cli", "train", "PPO", *RUN, "--log-dir", str(log_dir)]
     argv += ["--run-name", "multi", "--coordinator", coordinator, "--num-processes", "2"]
     processes = [
         subprocess.Popen(
-            [*argv, "--process-id", str(i)],
+            [*argv, *extra[i], "--process-id", str(i)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -47,8 +48,7 @@ def two_process_run(log_dir) -> list[str]:
     finally:
         for p in processes:
             p.kill()
-    assert [p.returncode for p in processes] == [0, 0], outputs
-    return outputs
+    return [p.returncode for p in processes], outputs
 
 
 def assert_same_run(result, reference):
@@ -63,7 +63,8 @@ def assert_same_run(result, reference):
 
 @pytest.mark.slow
 def test_two_processes_run_as_one(tmp_path):
-    outputs = two_process_run(tmp_path)
+    codes, outputs = two_process_run(tmp_path)
+    assert codes == [0, 0], outputs
     # The same run in this one process: two CPU devices, two seeds on each.
     alone = PPO(env_id="CartPole-v1", n_envs=4).train(
         seed=[0, 1, 2, 3],
@@ -83,6 +84,17 @@ def test_two_processes_run_as_one(tmp_path):
     # Process 0's checkpoint after the first segment continues the run in one process.
     shutil.rmtree(run_dir / "checkpoints" / "2")
     assert_same_run(ajax.resume(run_dir), alone)
+
+
+@pytest.mark.slow
+def test_processes_given_different_runs_are_refused_before_compiling(tmp_path):
+    """A budget and a discount given to one process only: every process refuses the run,
+    naming both, where a collective called by one alone failed in the transport or hung."""
+    codes, outputs = two_process_run(tmp_path, ((), ("--n-timesteps", "6144", "--gamma", "0.9")))
+    assert codes == [REFUSED, REFUSED], outputs
+    for out in outputs:
+        assert "were given different hyperparameters, n_timesteps: start every" in out, out
+    assert not (tmp_path / "multi").exists()  # refused before the run directory
 
 
 def test_a_process_whose_run_is_never_joined_says_why_before_jax_stops_it():

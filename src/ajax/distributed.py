@@ -11,11 +11,14 @@ implementation jaxlib ships.
 
 from __future__ import annotations
 
+import json
 import threading
 import warnings
+import zlib
 from typing import Any
 
 import jax
+import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -88,6 +91,37 @@ def _not_joined(address: str, num_processes: int, process_id: int, timeout_s: in
         "other, and check that the others can reach that address.",
         stacklevel=1,
     )
+
+
+def check_same_run(run_config: dict[str, Any]) -> None:
+    """Refuse, in every process of a run across processes, a run its processes were given
+    differently (another budget, seeds, hyperparameters): they would compile other programs
+    or stop at other points, and a collective that one process calls and another does not
+    fails in the transport ("Gloo AllGather failed") or waits. Each process's settings, but
+    for where process 0 writes, are gathered as digests: a collective every process calls
+    before anything else."""
+    if jax.process_count() == 1:
+        return
+    logging = run_config.get("logging") or {}
+    checkpoint = run_config.get("checkpoint") or {}
+    settings = {
+        k: v for k, v in run_config.items() if k not in ("logging", "log_dir", "checkpoint")
+    }
+    settings |= {
+        "log_frequency": logging.get("log_frequency"),
+        "checkpoint": checkpoint.get("every"),
+    }
+    digests = np.array(
+        [zlib.crc32(json.dumps(v, sort_keys=True).encode()) for v in settings.values()], np.uint32
+    )
+    every = np.asarray(multihost_utils.process_allgather(digests))  # [processes, settings]
+    differ = [name for name, column in zip(settings, every.T, strict=True) if len(set(column)) > 1]
+    if differ:
+        raise ValueError(
+            f"The {jax.process_count()} processes of this run were given different "
+            f"{', '.join(differ)}: start every process with the same flags (or the same "
+            "train() call), but for --process-id."
+        )
 
 
 def is_writer() -> bool:

@@ -34,7 +34,7 @@ from ajax.checkpoint import (
     checkpoint_directory,
     latest_checkpoint,
 )
-from ajax.distributed import is_writer, on_host, spans_processes
+from ajax.distributed import check_same_run, is_writer, on_host, spans_processes
 from ajax.logging import LoggingConfig, run_directory
 from ajax.logging.sinks import wandb_mode
 from ajax.result import TrainResult, env_class, env_spaces, environment_for
@@ -100,12 +100,6 @@ def train(
     plan = plan_run(agent, n_timesteps, logging_config)
     warn_if_only_warmup(agent, n_timesteps, plan)
     _check_wandb(logging_config)
-    directory = None
-    if logging_config is not None:
-        # A plain directory name, as LoggingConfig asks of a run_name: a family's "/" and
-        # whatever a user's own environment id holds become "-".
-        name = f"{agent.name}_{re.sub(r'[^A-Za-z0-9._=+-]+', '-', agent.env_id).strip('-')}"
-        directory = run_directory(logging_config, name, claim=is_writer())
     run_config = {
         "agent": agent.name,
         "env_id": agent.env_id,
@@ -119,15 +113,23 @@ def train(
         "n_timesteps": n_timesteps,
         "num_episode_test": num_episode_test,
         "logging": None if logging_config is None else dataclasses.asdict(logging_config),
-        "log_dir": None if directory is None else str(directory.absolute()),
+        "log_dir": None,
         "checkpoint": None,
     }
     if configs is not None:
         run_config["sweep"] = {"configs": configs}
     if checkpoint is not None:
-        checkpoint_dir = checkpoint_directory(checkpoint, directory)
         run_config["checkpoint"] = {"every": checkpoint.every, "keep": checkpoint.keep}
-        run_config["checkpoint"]["dir"] = str(checkpoint_dir)
+    check_same_run(as_json(run_config))
+    directory = None
+    if logging_config is not None:
+        # A plain directory name, as LoggingConfig asks of a run_name: a family's "/" and
+        # whatever a user's own environment id holds become "-".
+        name = f"{agent.name}_{re.sub(r'[^A-Za-z0-9._=+-]+', '-', agent.env_id).strip('-')}"
+        directory = run_directory(logging_config, name, claim=is_writer())
+        run_config["log_dir"] = str(directory.absolute())
+    if checkpoint is not None:
+        run_config["checkpoint"]["dir"] = str(checkpoint_directory(checkpoint, directory))
     return _run(agent, plan, as_json(run_config), progress, watchdog, None)
 
 
