@@ -86,7 +86,11 @@ def test_train_checkpoints_and_resume_continues_the_run(tmp_path, capsys, monkey
     assert main(["train", "SAC", "--resume", str(run)]) == 2
     assert "arunofPPO,notSAC" in "".join(capsys.readouterr().out.split())
     assert main(["train", "--resume", str(tmp_path)]) == 2
-    assert "holdsnocompleteAjaxcheckpoint" in "".join(capsys.readouterr().out.split())
+    out = "".join(capsys.readouterr().out.split())
+    assert (
+        "holdsnocompleteAjaxcheckpoint" in out
+        and "(ajaxtrain:arunstartedwith--checkpoint-everyN)" in out
+    )
     # A finished run resumed runs no step, and prints no rate for it.
     done = ["--n-timesteps", "64", "--log-frequency", "64", "--log-dir", str(tmp_path)]
     assert main(["train", *base, *done, "--run-name", "done", "--checkpoint-every", "1"]) == 0
@@ -153,7 +157,12 @@ def test_a_bad_hang_floor_is_refused_before_training(capsys):
         ["train", "PPO", "--env", "CartPole-v1", "--n-timesteps", "256", "--hang-floor-s", "0"]
     )
     assert code == 2
-    assert "floor_s must be a positive number" in capsys.readouterr().out
+    assert "--hang-floor-s must be a positive number of seconds, got 0." in capsys.readouterr().out
+    run = ["train", "PPO", "--env", "CartPole-v1"]
+    assert main([*run, "--checkpoint-every", "0"]) == 2
+    assert "--checkpoint-every must be a positive number of evaluations" in capsys.readouterr().out
+    assert main([*run, "--seed-start", "-3"]) == 2
+    assert "--seed-start must be a seed, 0 or more, got -3." in capsys.readouterr().out
 
 
 class Compiled(Exception):

@@ -479,7 +479,12 @@ def _resumed_run(
             "leave them out. To run it otherwise, start a new run from its settings: ajax "
             "train --config RUN/config.json, with the flags to change."
         )
-    found = latest_checkpoint(args.resume)
+    try:
+        found = latest_checkpoint(args.resume)
+    except FileNotFoundError as error:
+        raise FileNotFoundError(
+            f"{error} (ajax train: a run started with --checkpoint-every N)"
+        ) from None
     run_agent = found.meta["run_config"]["agent"]
     if agent_cls is not None and agent_cls.__name__ != run_agent:
         raise ValueError(
@@ -595,6 +600,15 @@ def _launch(args: argparse.Namespace, agent_cls: type | None, argv: Sequence[str
     """The run the parsed flags ask for, fresh or resumed."""
     from ajax import Watchdog
 
+    # Refused in the flags' own names, where the classes they build would name their fields.
+    for flag, value, least, what in [
+        ("--hang-floor-s", args.hang_floor_s, 1e-9, "a positive number of seconds"),
+        ("--checkpoint-every", args.checkpoint_every, 1, "a positive number of evaluations"),
+        ("--checkpoint-keep", args.checkpoint_keep, 1, "a positive number of checkpoints"),
+        ("--seed-start", args.seed_start, 0, "a seed, 0 or more"),
+    ]:
+        if value is not None and value < least:
+            raise ValueError(f"{flag} must be {what}, got {value:g}.")
     watchdog = None if args.hang_floor_s is None else Watchdog(floor_s=args.hang_floor_s)
     if args.resume is not None:
         return _resumed_run(args, agent_cls, watchdog, _given(argv, agent_cls))

@@ -104,7 +104,10 @@ def runs_in(path: str | Path) -> list[dict[str, Any]]:
         return [read_meta(path)]
     except FileNotFoundError:
         if not (path / "config.json").is_file() or not (path / "metrics.jsonl").is_file():
-            raise
+            raise FileNotFoundError(
+                f"{path} holds no run to plot: give a run directory (its config.json and "
+                "metrics.jsonl) or a saved result."
+            ) from None
     config = json.loads((path / "config.json").read_text())
     rows = [row for row in read_rows(path) if "episode_return" in row]
     seeds = config["seeds"]
