@@ -535,8 +535,13 @@ def test_a_runs_own_config_repeats_the_run(tmp_path, monkeypatch):
             "CONFIG: 'n_timesteps' is a setting of the run, not a hyperparameter of PPO: give "
             "it as --n-timesteps",
         ),
+        (
+            "learning_rate: fast",
+            ["PPO"],
+            "CONFIG: learning_rate takes a float like its default, 0.00025, not the text 'fast'.",
+        ),
     ],
-    ids=["unknown-name", "no-agent", "not-a-mapping", "bad-yaml", "run-setting"],
+    ids=["unknown-name", "no-agent", "not-a-mapping", "bad-yaml", "run-setting", "text"],
 )
 def test_a_bad_config_file_is_refused_before_anything_runs(text, argv, message, tmp_path, capsys):
     path = tmp_path / "c.yaml"

@@ -334,6 +334,12 @@ def _config_defaults(path: str, agent_name: str | None) -> tuple[str, dict[str, 
             )
             raise ValueError(f"{path}: {name!r} is not a hyperparameter of {agent_name}; {hint}")
         defaults[name] = as_field_type(fields[name], value)
+        default = fields[name].default
+        if isinstance(defaults[name], str) and not isinstance(default, str):
+            raise ValueError(
+                f"{path}: {name} takes a {type(default).__name__} like its default, {default}, "
+                f"not the text {value!r}."
+            )
     return agent_name, defaults
 
 
