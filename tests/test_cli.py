@@ -366,6 +366,8 @@ def test_eval_prints_each_seeds_mean_and_std_and_the_iqm(five_seed_runs, capsys)
     assert main(["eval", str(two), "--episodes", "3"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert re.search(r"mean over 2 seeds: [\d.]+$", out) and "IQM" not in out, out
+    assert main(["eval", str(two), "--episodes", "1", "--seed-index", "0"]) == 0
+    assert re.search(r"mean over 1 episode: [\d.]+$", capsys.readouterr().out.strip())
 
 
 def test_eval_refuses_a_bad_seed_index_and_a_directory_without_a_run(

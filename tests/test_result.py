@@ -106,11 +106,23 @@ def test_a_save_keeps_no_copy_of_the_state_and_a_load_holds_one_array_at_a_time(
         np.testing.assert_array_equal(np.asarray(saved), np.asarray(read))
 
 
-def test_a_state_file_cut_short_is_refused_naming_it(small_result, tmp_path):
+def test_a_damaged_saved_result_is_refused_naming_the_damage(small_result, tmp_path):
     saved = small_result.save(tmp_path / "saved")
     state = saved / "state.msgpack"
     state.write_bytes(state.read_bytes()[:-64])
     with pytest.raises(ValueError, match=r"state\.msgpack is cut short .*Save the run again"):
+        ajax.load(saved)
+    # Other damage names the file, and blames no version.
+    meta = (saved / "result.json").read_text()
+    (saved / "result.json").write_text(meta.replace('"seeds"', '"sneeds"'))
+    with pytest.raises(ValueError, match=r"does not hold a whole result \(KeyError: 'seeds'\)"):
+        ajax.load(saved)
+    (saved / "result.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"result\.json is not valid JSON .*damaged"):
+        ajax.load(saved)
+    (saved / "result.json").write_text(meta)
+    state.unlink()
+    with pytest.raises(FileNotFoundError, match=r"but not its state\.msgpack: it was not saved"):
         ajax.load(saved)
 
 

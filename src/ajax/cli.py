@@ -771,7 +771,11 @@ def _eval(argv: Sequence[str]) -> int:
     console.print(table)
     # Over seeds, each seed's mean return is one score; one seed's episodes are the scores.
     scores = returns.mean(axis=1) if args.seed_index is None else returns[args.seed_index]
-    over = f"{n_seeds} seeds" if args.seed_index is None else f"{len(scores)} episodes"
+    over = (
+        f"{n_seeds} seed{'s' * (n_seeds > 1)}"
+        if args.seed_index is None
+        else (f"{len(scores)} episode{'s' * (len(scores) > 1)}")
+    )
     if len(scores) < IQM_MIN_SEEDS:  # as a run's summary: too few for a bootstrap interval
         console.print(f"mean over {over}: {scores.mean():.1f}")
         return 0

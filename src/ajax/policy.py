@@ -43,7 +43,9 @@ def acting_step(agent: Any, deterministic: bool) -> Callable[..., tuple[jax.Arra
 
 class Policy:
     """Acts as the run's deterministic evaluation does (or samples, when not
-    ``deterministic``), one environment step per call.
+    ``deterministic``), one environment step per call. A planner (TD-MPC2) draws its
+    candidates from the policy's key even when deterministic, as its evaluation draws them
+    from the run's: the same policy, other draws.
 
     Call it as ``action = policy(obs)``: ``obs`` is the environment's own observation (the
     learnt normalisation is applied inside) and ``action`` is in the environment's action

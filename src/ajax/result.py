@@ -319,7 +319,13 @@ def result_dir(path: str | Path) -> Path:
 def read_meta(path: str | Path) -> dict[str, Any]:
     """A saved result's description (agent, environment, hyperparameters, seeds, curves)
     without its state: what comparing runs needs. ``path`` as for :func:`load`."""
-    return json.loads((result_dir(path) / _META_FILE).read_text())
+    file = result_dir(path) / _META_FILE
+    try:
+        return json.loads(file.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{file} is not valid JSON ({error}): the saved result is damaged. Save the run again."
+        ) from None
 
 
 def load(path: str | Path, env: Env | None = None) -> TrainResult:
@@ -339,6 +345,11 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
             f"{written_by}, or save it again from a run of this version."
         )
     env = environment_for(meta, env, path, f"ajax.load({str(path)!r}, env=...)")
+    if not (path / _STATE_FILE).is_file():
+        raise FileNotFoundError(
+            f"{path} holds a result's {_META_FILE} but not its {_STATE_FILE}: it was not "
+            "saved whole. Save the run again."
+        )
     try:
         agent = agent_from_config(meta, env)
         copies = agent.env_copies(agent.n_envs)
@@ -351,6 +362,11 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
             "the run again."
         ) from error
     except (KeyError, TypeError, ValueError) as error:
+        if written_by == __version__:  # this version's own save: damaged, not another layout
+            raise ValueError(
+                f"{path} does not hold a whole result ({type(error).__name__}: {error}): it is "
+                "damaged. Save the run again."
+            ) from error
         raise ValueError(
             f"{path} was saved by Ajax {written_by} and does not fit this Ajax "
             f"({__version__}): {type(error).__name__}: {error}. Load it with Ajax {written_by}."
