@@ -817,7 +817,7 @@ def _plot(argv: Sequence[str]) -> int:
     except (ValueError, FileNotFoundError) as error:
         console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
         return REFUSED
-    console.print(f"wrote {out}")
+    console.print(f"wrote {out}", soft_wrap=True)  # whole, to copy
     return 0
 
 
