@@ -17,7 +17,7 @@ from ajax import AGENTS, PPO, LoggingConfig, RunHungError, Watchdog
 from ajax.run.lowering import lower_run
 from ajax.run.plan import plan_run, seed_array, seed_key
 from ajax.run.program import init_program
-from ajax.watchdog import CallInterrupted, _Call, call_watched
+from ajax.watchdog import CallInterrupted, _Call, call_watched, in_flight
 
 from .states import SMALL
 
@@ -143,6 +143,13 @@ def test_an_interrupt_says_whether_the_call_is_in_flight(monkeypatch):
         with pytest.raises(KeyboardInterrupt) as raised:
             call_watched(ran.append, 1, limit_s=60)
     assert type(raised.value) is KeyboardInterrupt and ran == []
+    # Nor is such a call in flight, which the interpreter's exit would wait for forever (a
+    # script stopped by one SIGTERM was seen to hang in its atexit hook).
+    with monkeypatch.context() as patch:
+        patch.setattr(threading.Thread, "start", interrupted_start)
+        with pytest.raises(KeyboardInterrupt):
+            call_watched(ran.append, 1, limit_s=60)
+    assert not in_flight()
 
     running, release = threading.Event(), threading.Event()
 
@@ -160,8 +167,9 @@ def test_an_interrupt_says_whether_the_call_is_in_flight(monkeypatch):
     monkeypatch.setattr(_Call, "wait", interrupted_wait)
     with pytest.raises(CallInterrupted) as raised:
         call_watched(program, 1, limit_s=60)
+    assert in_flight()  # what a second Ctrl-C would abandon, and exit wait for
     release.set()
-    assert wait(raised.value.call, 60) == (True, 2)
+    assert wait(raised.value.call, 60) == (True, 2) and not in_flight()
 
 
 def test_a_segment_that_never_returns_stops_the_run(tmp_path, monkeypatch, capfd):

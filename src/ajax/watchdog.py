@@ -90,23 +90,23 @@ class _Call:
     def start(self) -> None:
         # A daemon thread: if the program never returns, neither does this thread, and it
         # must not keep the interpreter from exiting.
-        _IN_FLIGHT.add(self)
         threading.Thread(target=self._call, name="ajax-watchdog-call", daemon=True).start()
 
     def _call(self) -> None:
+        if not self._claim.acquire(blocking=False):
+            return
+        # In flight from here, on this thread: a call withdrawn, or whose thread an interrupt
+        # kept from starting, never is, and exiting never waits for it.
+        _IN_FLIGHT.add(self)
+        fn, args = self._work.pop()
         try:
-            if not self._claim.acquire(blocking=False):
-                return
-            fn, args = self._work.pop()
-            try:
-                self._outcome.append(jax.block_until_ready(fn(*args)))
-            except BaseException as error:  # re-raised on the caller's thread
-                self._failure.append(error)
-            finally:
-                del fn, args
-                self._done.set()
+            self._outcome.append(jax.block_until_ready(fn(*args)))
+        except BaseException as error:  # re-raised on the caller's thread
+            self._failure.append(error)
         finally:
+            del fn, args
             _IN_FLIGHT.discard(self)
+            self._done.set()
 
     def forsake(self) -> None:
         """Stop counting this call as in flight: it hung, and exiting must not wait for it."""
