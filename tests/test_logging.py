@@ -326,6 +326,38 @@ def test_a_sink_failing_mid_run_stops_it_and_loses_no_row(tmp_path, monkeypatch)
     assert steps == list(range(128, steps[-1] + 1, 128)) and len(steps) >= 3
 
 
+def _interruptible_run(tmp_path, log_frequency: int, seeds: list[int]):
+    """A PPO run far longer than any test, in a fresh process that prints ``recorded N``
+    after each segment and ``stopped: ...`` (exit 130) when interrupted; its output piped.
+    The child gets Python's own Ctrl-C handler, as a script started from a shell does: in
+    the full suite the worker that starts it was seen to ignore SIGINT, which a child
+    inherits (some library the suite loads; not identified)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import signal, sys, ajax\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        f"config = ajax.LoggingConfig(log_frequency={log_frequency}, "
+        f"log_dir={str(tmp_path)!r}, run_name='r')\n"
+        "def progress(done, total, means):\n"
+        "    print('recorded', done, flush=True)\n"
+        "try:\n"
+        f"    ajax.PPO(env_id='CartPole-v1', n_envs=2, n_steps=16).train(seed={seeds},\n"
+        "        n_timesteps=30_000_000, logging_config=config, progress=progress)\n"
+        "except ajax.RunInterrupted as stopped:\n"
+        "    print('stopped:', stopped, flush=True)\n"
+        "    sys.exit(130)\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "AJAX_NO_COMPILE_CACHE": "1"},
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("signame, shown", [("SIGTERM", "SIGTERM"), ("SIGINT", "Ctrl-C")])
 def test_a_signal_stops_a_run_with_every_recorded_row_written(tmp_path, signame, shown):
@@ -333,32 +365,9 @@ def test_a_signal_stops_a_run_with_every_recorded_row_written(tmp_path, signame,
     segments: it exits with RunInterrupted naming the run directory, and every row it
     recorded is on disk."""
     import signal
-    import subprocess
-    import sys
     import time
 
-    # The child gets Python's own Ctrl-C handler, as a script started from a shell does: in
-    # the full suite the worker that starts it was seen to ignore SIGINT, which a child
-    # inherits (some library the suite loads; not identified).
-    code = (
-        "import signal, sys, ajax\n"
-        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-        f"config = ajax.LoggingConfig(log_frequency=64, log_dir={str(tmp_path)!r}, run_name='r')\n"
-        "def progress(done, total, means):\n"
-        "    print('recorded', done, flush=True)\n"
-        "try:\n"
-        "    ajax.PPO(env_id='CartPole-v1', n_envs=2, n_steps=16).train(seed=[0, 1],\n"
-        "        n_timesteps=2_000_000, logging_config=config, progress=progress)\n"
-        "except ajax.RunInterrupted as stopped:\n"
-        "    print('stopped:', stopped, flush=True)\n"
-        "    sys.exit(130)\n"
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "AJAX_NO_COMPILE_CACHE": "1"},
-    )
+    proc = _interruptible_run(tmp_path, log_frequency=64, seeds=[0, 1])
     recorded = []
     deadline = time.monotonic() + 240
     while len(recorded) < 2 and time.monotonic() < deadline:
@@ -366,8 +375,8 @@ def test_a_signal_stops_a_run_with_every_recorded_row_written(tmp_path, signame,
         if line.startswith("recorded"):
             recorded.append(int(line.split()[1]))
     proc.send_signal(getattr(signal, signame))
-    rest = proc.stdout.read()
-    assert proc.wait(timeout=120) == 130
+    rest, _ = proc.communicate(timeout=120)  # a child that never exits fails here
+    assert proc.returncode == 130
     recorded += [int(line.split()[1]) for line in rest.splitlines() if line.startswith("recorded")]
     assert f"stopped: The run was interrupted ({shown})" in rest and str(tmp_path / "r") in rest
     rows = [
@@ -383,31 +392,9 @@ def test_a_second_ctrl_c_abandons_the_segment_and_the_process_still_exits_cleanl
     and the script's exit waits for the abandoned program rather than abort when it returns
     while the interpreter finalises (status 134, "FATAL: exception not rethrown")."""
     import signal
-    import subprocess
-    import sys
     import time
 
-    code = (
-        "import signal, sys, ajax\n"
-        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-        f"config = ajax.LoggingConfig(log_frequency=300_000, log_dir={str(tmp_path)!r}, "
-        "run_name='r')\n"
-        "def progress(done, total, means):\n"
-        "    print('recorded', done, flush=True)\n"
-        "try:\n"
-        "    ajax.PPO(env_id='CartPole-v1', n_envs=2, n_steps=16).train(\n"
-        "        n_timesteps=3_000_000, logging_config=config, progress=progress)\n"
-        "except ajax.RunInterrupted as stopped:\n"
-        "    print('stopped:', stopped, flush=True)\n"
-        "    sys.exit(130)\n"
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "AJAX_NO_COMPILE_CACHE": "1"},
-    )
+    proc = _interruptible_run(tmp_path, log_frequency=300_000, seeds=[0])
     assert proc.stdout.readline().startswith("recorded 300000")
     for _ in range(2):  # both within segment 2
         time.sleep(0.5)
