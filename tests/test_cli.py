@@ -60,7 +60,8 @@ def test_train_writes_a_complete_run_directory(tmp_path, capsys):
     assert len(rows) == 1 + 4 * 2
     png = (run / "learning_curve.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
-    assert (run / "result" / "state.msgpack").exists()
+    saved = json.loads((run / "result" / "result.json").read_text())
+    assert (run / "result" / saved["state_file"]).exists()
     assert "final eval return" in out and "run directory" in out
 
 

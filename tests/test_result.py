@@ -1,10 +1,14 @@
 """Results: evaluate, act, save and load."""
 
+import dataclasses
 import json
+import os
 import tracemalloc
+from pathlib import Path
 
 import gymnax
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -108,9 +112,9 @@ def test_a_save_keeps_no_copy_of_the_state_and_a_load_holds_one_array_at_a_time(
 
 def test_a_damaged_saved_result_is_refused_naming_the_damage(small_result, tmp_path):
     saved = small_result.save(tmp_path / "saved")
-    state = saved / "state.msgpack"
+    state = saved / json.loads((saved / "result.json").read_text())["state_file"]
     state.write_bytes(state.read_bytes()[:-64])
-    with pytest.raises(ValueError, match=r"state\.msgpack is cut short .*Save the run again"):
+    with pytest.raises(ValueError, match=r"state-\w{8}\.msgpack is cut short .*Save the run"):
         ajax.load(saved)
     # Other damage names the file, and blames no version.
     meta = (saved / "result.json").read_text()
@@ -122,8 +126,68 @@ def test_a_damaged_saved_result_is_refused_naming_the_damage(small_result, tmp_p
         ajax.load(saved)
     (saved / "result.json").write_text(meta)
     state.unlink()
-    with pytest.raises(FileNotFoundError, match=r"but not its state\.msgpack: it was not saved"):
+    with pytest.raises(FileNotFoundError, match=r"but not its state-\w{8}\.msgpack: it was not"):
         ajax.load(saved)
+
+
+def test_a_save_over_a_result_replaces_it_whole_or_not_at_all(small_result, tmp_path, monkeypatch):
+    saved = small_result.save(tmp_path / "saved")
+    weights = jax.tree.map(
+        lambda x: -x if jnp.issubdtype(x.dtype, jnp.floating) else x, small_result.state
+    )
+    newer = dataclasses.replace(small_result, state=weights, n_timesteps=1_280)
+
+    def holds(result):
+        loaded = ajax.load(saved)
+        assert loaded.n_timesteps == result.n_timesteps
+        leaves = zip(jax.tree.leaves(loaded.state), jax.tree.leaves(result.state), strict=True)
+        for read, kept in leaves:
+            np.testing.assert_array_equal(np.asarray(read), np.asarray(kept))
+
+    # Cut short while writing the new state, then while renaming its description into place.
+    written = []
+
+    def cut_at_the_third_array(*args):
+        written.append(args)
+        if len(written) == 3:
+            raise KeyboardInterrupt
+        write_array(*args)
+
+    write_array = ajax.serialization._write_array
+    with monkeypatch.context() as patch:
+        patch.setattr(ajax.serialization, "_write_array", cut_at_the_third_array)
+        with pytest.raises(KeyboardInterrupt):
+            newer.save(saved)
+    holds(small_result)
+    replace = os.replace
+
+    def cut_at_the_description(src, dst):
+        if Path(dst).name == "result.json":
+            raise KeyboardInterrupt
+        replace(src, dst)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", cut_at_the_description)
+        with pytest.raises(KeyboardInterrupt):
+            newer.save(saved)
+    holds(small_result)
+    # A save that ends replaces it, leaving its own state file alone (the unnamed one the cut
+    # left is removed).
+    newer.save(saved)
+    holds(newer)
+    assert sorted(p.name for p in saved.iterdir()) == sorted(
+        ["result.json", json.loads((saved / "result.json").read_text())["state_file"]]
+    )
+
+
+def test_a_result_saved_before_format_4_loads(small_result, tmp_path):
+    """Formats 1 to 3 kept the state in ``state.msgpack`` and named no file."""
+    saved = small_result.save(tmp_path / "saved")
+    meta = json.loads((saved / "result.json").read_text())
+    (saved / meta.pop("state_file")).rename(saved / "state.msgpack")
+    (saved / "result.json").write_text(json.dumps(meta | {"format": 3}))
+    obs = np.random.default_rng(0).normal(size=(2, 4)).astype(np.float32)
+    np.testing.assert_array_equal(ajax.load(saved).act(obs), small_result.act(obs))
 
 
 def test_load_of_a_directory_without_a_result_fails_clearly(tmp_path):
@@ -173,12 +237,12 @@ def test_a_save_names_its_version_and_an_incompatible_one_is_refused_naming_both
 ):
     saved = small_result.save(tmp_path / "saved")
     meta = json.loads((saved / "result.json").read_text())
-    assert meta["ajax_version"] == ajax.__version__ and meta["format"] == 3
+    assert meta["ajax_version"] == ajax.__version__ and meta["format"] == 4
 
-    newer = dict(meta, format=4, ajax_version="9.0.0")
+    newer = dict(meta, format=5, ajax_version="9.0.0")
     (saved / "result.json").write_text(json.dumps(newer))
     with pytest.raises(
-        ValueError, match=r"saved by Ajax 9\.0\.0 in result format 4.*reads formats 1, 2, 3"
+        ValueError, match=r"saved by Ajax 9\.0\.0 in result format 5.*reads formats 1, 2, 3, 4"
     ):
         ajax.load(saved)
 

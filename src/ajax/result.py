@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,18 +22,21 @@ from ajax.envs.gymnax_adapter import GymnaxAdapter
 from ajax.envs.registry import is_registered
 from ajax.envs.spaces import Box, Space
 from ajax.policy import Policy, acting_state, acting_step
-from ajax.serialization import as_json, read_state, write_state
+from ajax.serialization import as_json, read_state, write_state, written_whole
 from ajax.stats import iqm, iqm_interval
 
+#: The state file of results saved before format 4, which name none.
 _STATE_FILE = "state.msgpack"
 _META_FILE = "result.json"
-#: The layout ``save`` writes: 3 keys the state's arrays by their path in the state, so
+#: The layout ``save`` writes: 4 names its state file in the description (each save writes a
+#: state file of a new name, so that one cut short leaves the result it was replacing whole);
+#: 3 keys the state's arrays by their path in the state, so
 #: that any environment's state (MJX's ``Data``, Brax's ``State``, a user's dataclass) is
 #: saved, and records the environment's class and spaces; 2 recorded the Ajax version that
 #: wrote it (1 did not).
-FORMAT = 3
+FORMAT = 4
 #: The layouts ``load`` reads.
-READABLE_FORMATS = (1, 2, 3)
+READABLE_FORMATS = (1, 2, 3, 4)
 #: Seeds from which a summary gives the interquartile mean and its interval: with fewer, a
 #: bootstrap over seeds has too few distinct resamples for a 95% interval to mean much.
 IQM_MIN_SEEDS = 5
@@ -198,11 +202,17 @@ class TrainResult:
     def save(self, path: str | Path) -> Path:
         """Write the result to directory ``path``; ``ajax.load(path)`` reads it back (with
         ``env=`` for a run on an environment object rather than a registered id). The files
-        are JSON and msgpack arrays: loading them runs no code."""
+        are JSON and msgpack arrays: loading them runs no code.
+
+        A result already in ``path`` is replaced whole or, where the save fails or is cut
+        short, not at all: the state goes to a file of a new name, and the description that
+        names it is renamed into place last."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        state_file = f"state-{secrets.token_hex(4)}.msgpack"
         meta = {
             "format": FORMAT,
+            "state_file": state_file,
             "ajax_version": __version__,
             "agent": self.agent.name,
             "env_id": self.agent.env_id,
@@ -220,8 +230,18 @@ class TrainResult:
             "log_dir": self.log_dir,
             "diverged": self.diverged,
         }
-        write_state(path / _STATE_FILE, self.state)
-        (path / _META_FILE).write_text(json.dumps(meta, indent=2))
+        try:
+            write_state(path / state_file, self.state)
+        except BaseException:
+            (path / state_file).unlink(missing_ok=True)
+            raise
+        # The commit. A description cut short leaves the new state file unnamed, for the
+        # next save to remove: removing it here could remove the one just named.
+        with written_whole(path / _META_FILE) as out:
+            out.write(json.dumps(meta, indent=2).encode())
+        for stale in path.glob("state*.msgpack*"):
+            if stale.name != state_file:
+                stale.unlink(missing_ok=True)
         return path
 
 
@@ -345,9 +365,10 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
             f"{written_by}, or save it again from a run of this version."
         )
     env = environment_for(meta, env, path, f"ajax.load({str(path)!r}, env=...)")
-    if not (path / _STATE_FILE).is_file():
+    state_file = path / meta.get("state_file", _STATE_FILE)
+    if not state_file.is_file():
         raise FileNotFoundError(
-            f"{path} holds a result's {_META_FILE} but not its {_STATE_FILE}: it was not "
+            f"{path} holds a result's {_META_FILE} but not its {state_file.name}: it was not "
             "saved whole. Save the run again."
         )
     try:
@@ -355,11 +376,10 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
         copies = agent.env_copies(agent.n_envs)
         keys = jax.ShapeDtypeStruct((len(meta["seeds"]), 2), jnp.uint32)
         template = jax.eval_shape(jax.vmap(lambda k: agent.init(k, copies, 1)), keys)
-        state = read_state(path / _STATE_FILE, template, meta["format"], jnp.asarray)
+        state = read_state(state_file, template, meta["format"], jnp.asarray)
     except EOFError as error:
         raise ValueError(
-            f"{path / _STATE_FILE} is cut short ({error}): it was not written whole. Save "
-            "the run again."
+            f"{state_file} is cut short ({error}): it was not written whole. Save the run again."
         ) from error
     except (KeyError, TypeError, ValueError) as error:
         if written_by == __version__:  # this version's own save: damaged, not another layout

@@ -10,6 +10,7 @@ of memory while saving what it had trained."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -36,23 +37,30 @@ def as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def write_state(file: Path, state: Any) -> None:
-    """Write ``state``'s arrays, keyed by their paths in it, to ``file``: one array's host copy
-    at a time, into a temporary file renamed over ``file`` once whole, so that a save that
-    fails leaves no partial file under the name."""
-    leaves = jax.tree_util.tree_leaves_with_path(state)
-    packer = msgpack.Packer()
+@contextlib.contextmanager
+def written_whole(file: Path) -> Iterator[BinaryIO]:
+    """A binary file to write ``file``'s contents into: a temporary one, renamed over ``file``
+    once the block ends, so that a write that fails leaves no partial file under the name."""
     partial = file.with_name(file.name + ".partial")
     try:
         with open(partial, "wb") as out:
-            out.write(packer.pack_map_header(len(leaves)))
-            for where, leaf in leaves:
-                out.write(packer.pack(jax.tree_util.keystr(where)))
-                _write_array(out, packer, host_array(leaf))
+            yield out
         os.replace(partial, file)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+
+
+def write_state(file: Path, state: Any) -> None:
+    """Write ``state``'s arrays, keyed by their paths in it, to ``file`` (whole or not at all):
+    one array's host copy at a time."""
+    leaves = jax.tree_util.tree_leaves_with_path(state)
+    packer = msgpack.Packer()
+    with written_whole(file) as out:
+        out.write(packer.pack_map_header(len(leaves)))
+        for where, leaf in leaves:
+            out.write(packer.pack(jax.tree_util.keystr(where)))
+            _write_array(out, packer, host_array(leaf))
 
 
 def host_array(leaf: Any, copy: bool = False) -> np.ndarray:
