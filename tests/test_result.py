@@ -171,12 +171,13 @@ def test_a_save_over_a_result_replaces_it_whole_or_not_at_all(small_result, tmp_
         with pytest.raises(KeyboardInterrupt):
             newer.save(saved)
     holds(small_result)
-    # A save that ends replaces it, leaving its own state file alone (the unnamed one the cut
-    # left is removed).
+    # A save that ends replaces it: of the state files, its own is left (the unnamed one the
+    # cut left is removed), and a file of the user's stays.
+    (saved / "notes.txt").write_text("seed 5 looked odd")
     newer.save(saved)
     holds(newer)
     assert sorted(p.name for p in saved.iterdir()) == sorted(
-        ["result.json", json.loads((saved / "result.json").read_text())["state_file"]]
+        ["notes.txt", "result.json", json.loads((saved / "result.json").read_text())["state_file"]]
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,9 @@ from ajax.stats import iqm, iqm_interval
 #: The state file of results saved before format 4, which name none.
 _STATE_FILE = "state.msgpack"
 _META_FILE = "result.json"
+#: The names of the state files saves write (and of those cut short), which a save removes
+#: once the description names its own; other files in the directory are left alone.
+_SAVED_STATE = re.compile(r"state(-[0-9a-f]{8})?\.msgpack(\.partial)?")
 #: The layout ``save`` writes: 4 names its state file in the description (each save writes a
 #: state file of a new name, so that one cut short leaves the result it was replacing whole);
 #: 3 keys the state's arrays by their path in the state, so
@@ -239,8 +243,8 @@ class TrainResult:
         # next save to remove: removing it here could remove the one just named.
         with written_whole(path / _META_FILE) as out:
             out.write(json.dumps(meta, indent=2).encode())
-        for stale in path.glob("state*.msgpack*"):
-            if stale.name != state_file:
+        for stale in path.iterdir():
+            if _SAVED_STATE.fullmatch(stale.name) and stale.name != state_file:
                 stale.unlink(missing_ok=True)
         return path
 
