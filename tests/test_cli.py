@@ -1,6 +1,7 @@
 """The command line: train with a run directory, eval, plot, list, cache."""
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -324,6 +325,19 @@ def test_n_envs_help_names_each_agents_default(capsys):
         main(["train", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert all(f"{name} {cls.default_n_envs}" in out for name, cls in AGENTS.items())
+
+
+def test_every_agents_help_lists_each_hyperparameter_with_its_doc(capsys):
+    # APG's learning_rate doc cites "10%", which argparse read as a format and crashed on.
+    from ajax import AGENTS
+
+    for name, cls in AGENTS.items():
+        with pytest.raises(SystemExit) as exit:
+            main(["train", name, "--help"])
+        assert exit.value.code == 0, name
+        out = "".join(capsys.readouterr().out.split())  # wrapped at spaces and hyphens
+        for field in dataclasses.fields(cls.Config):
+            assert "".join(field.metadata["doc"].split()) in out, (name, field.name)
 
 
 @pytest.fixture(scope="module")

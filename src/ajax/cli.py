@@ -48,7 +48,8 @@ def _hyperparameter_flag(field: dataclasses.Field) -> tuple[str, dict[str, Any]]
     default = field.default
     options: dict[str, Any] = {
         "default": None,
-        "help": f"{field.metadata.get('doc', '')} (default: {default})",
+        # argparse formats help with %: a doc's own percent signs are escaped.
+        "help": f"{field.metadata.get('doc', '')} (default: {default})".replace("%", "%%"),
     }
     if isinstance(default, bool):
         options["action"] = argparse.BooleanOptionalAction
