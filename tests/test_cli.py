@@ -340,6 +340,18 @@ def test_every_agents_help_lists_each_hyperparameter_with_its_doc(capsys):
             assert "".join(field.metadata["doc"].split()) in out, (name, field.name)
 
 
+def test_train_without_an_env_suggests_one_the_agent_runs_on(capsys):
+    from ajax import AGENTS
+
+    for name, cls in AGENTS.items():
+        assert main(["train", name]) == 2
+        captured = capsys.readouterr()
+        assert f"--env is required: the environment id, e.g. --env {cls.example_env}." in (
+            captured.out + captured.err
+        )
+        cls(env_id=cls.example_env)  # refused, were it the wrong kind
+
+
 @pytest.fixture(scope="module")
 def five_seed_runs(tmp_path_factory):
     """Two small CartPole runs saved by ajax train, of 5 and 2 seeds, one step size apart;

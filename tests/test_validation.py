@@ -43,7 +43,8 @@ from ajax.sweep import SweepResult, configurations
         ),
         (
             lambda: DQN(env_id="Pendulum-v1"),
-            r"DQN supports Discrete action spaces, but gymnax/Pendulum-v1 has Box",
+            r"DQN supports Discrete action spaces, but gymnax/Pendulum-v1 has Box.*such as "
+            r"CartPole-v1\.",
         ),
         (
             lambda: PQN(env_id="Pendulum-v1"),
@@ -63,7 +64,8 @@ from ajax.sweep import SweepResult, configurations
         ),
         (
             lambda: SAC(env_id="CartPole-v1"),
-            r"SAC supports Box action spaces, but gymnax/CartPole-v1 has Discrete",
+            r"SAC supports Box action spaces, but gymnax/CartPole-v1 has Discrete.*such as "
+            r"Pendulum-v1\.",
         ),
         (
             lambda: REDQ(env_id="Pendulum-v1", n_target_critics=12),

@@ -382,7 +382,9 @@ def _agent(args: argparse.Namespace, agent_cls: type) -> Any:
     """The agent the flags describe."""
     hyperparameters = _hyperparameters(args, agent_cls)
     if args.env is None:
-        raise ValueError("--env is required: the environment id, e.g. --env CartPole-v1.")
+        raise ValueError(
+            f"--env is required: the environment id, e.g. --env {agent_cls.example_env}."
+        )
     return agent_cls(
         env_id=args.env,
         n_envs=args.n_envs,

@@ -103,6 +103,7 @@ class APG(Agent):
 
     Config = APGConfig
     action_spaces = (Box,)
+    example_env = "ajax/PendulumTracking-v0"
     default_n_envs = 64
 
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):

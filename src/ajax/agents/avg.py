@@ -172,6 +172,7 @@ class AVG(Agent):
 
     Config = AVGConfig
     action_spaces = (Box,)
+    example_env = "Pendulum-v1"
     default_n_envs = 1
 
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):

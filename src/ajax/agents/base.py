@@ -203,6 +203,8 @@ class Agent(abc.ABC):
     Config: ClassVar[type]
     #: The action-space types the algorithm handles.
     action_spaces: ClassVar[tuple[type, ...]] = (Discrete, Box)
+    #: An environment id the agent runs on, for messages that suggest one.
+    example_env: ClassVar[str] = "CartPole-v1"
     #: Environment copies per seed when the user does not say.
     default_n_envs: ClassVar[int] = 1
 
@@ -248,7 +250,8 @@ class Agent(abc.ABC):
             raise ValueError(
                 f"{type(self).__name__} supports {supported} action spaces, but "
                 f"{self.env_id} has {self.env.action_space}. Pick an agent for this action "
-                "space (`ajax list` shows each agent's) or another environment."
+                f"space (`ajax list` shows each agent's) or another environment, such as "
+                f"{self.example_env}."
             )
         if isinstance(self.env.action_space, Box) and not self.env.action_space.bounded:
             raise ValueError(

@@ -84,6 +84,7 @@ class OffPolicyAgent(ReplayAgent):
     """Base of SAC, TD3 and REDQ."""
 
     action_spaces = (Box,)
+    example_env = "Pendulum-v1"
     default_n_envs = 1
 
     def with_params(self, state: OffPolicyState, params: dict[str, Any]) -> OffPolicyState:

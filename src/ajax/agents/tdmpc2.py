@@ -224,6 +224,7 @@ class TDMPC2(ReplayAgent):
 
     Config = TDMPC2Config
     action_spaces = (Box,)
+    example_env = "Pendulum-v1"
 
     def __init__(self, env_id, n_envs=None, env_params=None, **hyperparameters):
         super().__init__(env_id, n_envs, env_params, **hyperparameters)
