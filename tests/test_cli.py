@@ -470,9 +470,12 @@ def test_plot_overlays_runs_labelled_by_what_differs(five_seed_runs, tmp_path, c
     width = int.from_bytes(out.read_bytes()[16:20], "big")  # the PNG header's
     assert width > 1.4 * 770, width  # two panels side by side, where one is 770 pixels
     # The path printed is the file written: a .png where no format is named, a directory's
-    # curves.png, in folders made for it.
+    # curves.png, in folders made for it; brackets are not taken for the console's markup
+    # (which dropped "[lr=1e-3]" and raised on "[/x]").
     capsys.readouterr()
-    for given, written in [("noext", "noext.png"), ("", "curves.png"), ("a/b/c.png", "a/b/c.png")]:
+    given_written = [("noext", "noext.png"), ("", "curves.png"), ("a/b/c.png", "a/b/c.png")]
+    given_written += [("[lr=1e-3]/c.png",) * 2, ("[/x]/c.png",) * 2]
+    for given, written in given_written:
         assert main(["plot", str(two), "-o", str(tmp_path / given)]) == 0
         assert capsys.readouterr().out.split() == ["wrote", str(tmp_path / written)]
         assert (tmp_path / written).read_bytes().startswith(b"\x89PNG")

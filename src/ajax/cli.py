@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-console = Console()
+#: Markup off: messages, paths and errors print as they are (a path's "[x]" was taken for
+#: a style and dropped, and an error's "[/x]" raised); colours are given as styles.
+console = Console(markup=False)
 
 
 #: The exit status of a run the flags describe wrongly or that Ajax refuses (an unknown agent,
@@ -365,7 +366,7 @@ def _unknown(name: str | None) -> bool:
 
     if name is None or name in AGENTS:
         return False
-    console.print(f"[red]Unknown agent {name!r}.[/red] Agents: {', '.join(sorted(AGENTS))}.")
+    console.print(f"Unknown agent {name!r}. Agents: {', '.join(sorted(AGENTS))}.", style="red")
     return True
 
 
@@ -601,7 +602,7 @@ def _failure(error: BaseException) -> tuple[str, int]:
 
 def _report(error: BaseException) -> int:
     line, status = _failure(error)
-    console.print(f"[red]{escape(line)}[/red]", soft_wrap=True)
+    console.print(line, style="red", soft_wrap=True)
     return status
 
 
@@ -637,7 +638,7 @@ def _train(argv: Sequence[str]) -> int:
         config = first.config
         name, defaults = _config_defaults(config, name) if config else (name, {})
     except (ValueError, OSError) as error:
-        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        console.print(str(error), style="red", soft_wrap=True)
         return REFUSED
     agent_cls = AGENTS.get(name) if name else None
     parser = _train_parser(agent_cls)
@@ -647,7 +648,7 @@ def _train(argv: Sequence[str]) -> int:
         _join_processes(args)
         launch = _launch(args, agent_cls, argv)
     except (ValueError, FileNotFoundError) as error:
-        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        console.print(str(error), style="red", soft_wrap=True)
         return REFUSED
     try:
         result = _run_with_progress(launch)
@@ -655,7 +656,7 @@ def _train(argv: Sequence[str]) -> int:
         again = (
             f" (ajax train --resume {interrupted.checkpoints})" if interrupted.checkpoints else ""
         )
-        console.print(f"[yellow]{escape(str(interrupted) + again)}[/yellow]")
+        console.print(str(interrupted) + again, style="yellow")
         return INTERRUPTED
     except (ValueError, RunHungError, OSError, LogWriterError, MemoryError) as error:
         return _report(error)
@@ -709,8 +710,9 @@ def _print_summary(result: Any, run_dir: Path) -> None:
         )
     for report in result.diverged:
         console.print(
-            f"[red]seed {report['seed']} diverged at step {report['timestep']:,}[/red] "
-            f"({report['metric']} was not finite): frozen from there, its evaluations NaN"
+            f"seed {report['seed']} diverged at step {report['timestep']:,} "
+            f"({report['metric']} was not finite): frozen from there, its evaluations NaN",
+            style="red",
         )
     console.print(f"run directory: {run_dir}")
 
@@ -757,10 +759,10 @@ def _eval(argv: Sequence[str]) -> int:
             return 0
         returns = episode_returns(result, 20 if args.episodes is None else args.episodes, args.seed)
     except (ValueError, FileNotFoundError, ImportError, NoOpenGL) as error:
-        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        console.print(str(error), style="red", soft_wrap=True)
         return REFUSED
     except OSError as error:  # a video that cannot be written
-        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        console.print(str(error), style="red", soft_wrap=True)
         return FAILED
     indices = range(n_seeds) if args.seed_index is None else [args.seed_index]
     # A line of its own: as the table's title it wrapped to the narrow table's width.
@@ -818,7 +820,7 @@ def _plot(argv: Sequence[str]) -> int:
     try:
         out = plot_runs(args.run_dirs, args.output)
     except (ValueError, FileNotFoundError) as error:
-        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        console.print(str(error), style="red", soft_wrap=True)
         return REFUSED
     console.print(f"wrote {out}", soft_wrap=True)  # whole, to copy
     return 0
@@ -984,16 +986,16 @@ def _sweep(argv: Sequence[str]) -> int:
             args.log_dir,
             args.heartbeat_s,
             args.batch,
-            report=lambda line: console.print(escape(line), highlight=False),
+            report=lambda line: console.print(line, highlight=False),
         )
     except KeyboardInterrupt:
-        console.print("[yellow]Interrupted: the running trial is recorded as failed.[/yellow]")
+        console.print("Interrupted: the running trial is recorded as failed.", style="yellow")
         return INTERRUPTED
     except (ValueError, FileNotFoundError, ImportError, RunDirectoryTaken) as error:
-        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        console.print(str(error), style="red", soft_wrap=True)
         return REFUSED
     except StudyFailing as error:
-        console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
+        console.print(str(error), style="red", soft_wrap=True)
         return FAILED
     console.print(f"Done. ajax sweep --show --storage {args.storage} --study {study}")
     return 0
@@ -1011,7 +1013,7 @@ def _list(_: Sequence[str]) -> int:
         spaces = ", ".join(t.__name__ for t in cls.action_spaces)
         table.add_row(name, spaces, str(cls.default_n_envs))
     console.print(table)
-    console.print("[bold]Environments[/bold] (the family prefix may be left out)")
+    console.print("Environments (the family prefix may be left out)", style="bold")
     for env_id in env_ids():
         console.print(f"  {env_id}")
     return 0
@@ -1041,7 +1043,7 @@ def _cache(argv: Sequence[str]) -> int:
         console.print(f"size: {_compile_cache.size_of(root):,} bytes")
         return 0
     if args.max_bytes < 0:
-        console.print("[red]--max-bytes must be >= 0.[/red]")
+        console.print("--max-bytes must be >= 0.", style="red")
         return 2
     deleted = _compile_cache.prune(root, args.max_bytes)
     console.print(f"deleted {deleted:,} bytes; {_compile_cache.size_of(root):,} bytes remain")
@@ -1070,7 +1072,7 @@ USAGE = (
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
     """A warning as the command line shows it: its message alone, on standard error, not
     Python's file, line number and source line of the call that warned."""
-    Console(stderr=True).print(f"[yellow]warning: {escape(str(message))}[/yellow]", soft_wrap=True)
+    Console(stderr=True, markup=False).print(f"warning: {message}", style="yellow", soft_wrap=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
