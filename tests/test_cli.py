@@ -165,6 +165,11 @@ def test_a_bad_hang_floor_is_refused_before_training(capsys):
     assert "--checkpoint-every must be a positive number of evaluations" in capsys.readouterr().out
     assert main([*run, "--seed-start", "-3"]) == 2
     assert "--seed-start must be a seed, 0 or more, got -3." in capsys.readouterr().out
+    # In the flag's words, not LoggingConfig's.
+    assert main([*run, "--log-frequency", "0"]) == 2
+    assert "log_frequency must be a positive integer, got 0; e.g. --log-frequency 10000." in (
+        capsys.readouterr().out
+    )
 
 
 class Compiled(Exception):

@@ -74,6 +74,14 @@ def test_a_space_file_or_storage_that_cannot_be_read_is_refused_in_one_line(tmp_
     assert not none.exists()
     argv = ["sweep", "PPO", *TRIAL, "--space", str(bad), "--storage", f"sqlite:///{none}"]
     assert main(argv) == 2 and "is not valid YAML" in capsys.readouterr().out
+    # Evaluation flags are refused in their own words, before the study is opened.
+    good = tmp_path / "good.yaml"
+    good.write_text("learning_rate: {low: 1e-4, high: 1e-3}\n")
+    argv[argv.index(str(bad))] = str(good)
+    for flag in ("--log-frequency", "--num-episode-test"):
+        assert main([*argv, flag, "0"]) == 2
+        assert capsys.readouterr().out.strip() == f"{flag} must be positive."
+    assert not none.exists()
 
 
 def test_a_space_is_read_with_yaml_numbers_and_layer_choices(tmp_path):

@@ -415,6 +415,8 @@ def _fresh_run(args: argparse.Namespace, agent: Any, watchdog: Any) -> _Launch:
         raise ValueError("Name an agent (e.g. ajax train PPO ...), or --resume a run.")
     if args.seeds <= 0:
         raise ValueError(f"--seeds must be a positive number of seeds, got {args.seeds}.")
+    if args.log_frequency is not None:
+        positive_int("log_frequency", args.log_frequency, "--log-frequency 10000")
     logging_config = LoggingConfig(
         log_frequency=(
             max(1, args.n_timesteps // 20) if args.log_frequency is None else args.log_frequency
@@ -906,8 +908,10 @@ def _study_spec(args: argparse.Namespace, agent_cls: type, fixed: dict[str, Any]
 
     if args.env is None or args.space is None:
         raise ValueError("--env and --space are required, e.g. --env CartPole-v1 --space s.yaml.")
-    for flag in ("n_trials", "seeds", "n_timesteps", "heartbeat_s", "batch"):
-        if getattr(args, flag) <= 0:
+    counts = ("n_trials", "seeds", "n_timesteps", "heartbeat_s", "batch", "num_episode_test")
+    for flag in (*counts, "log_frequency"):
+        value = getattr(args, flag)
+        if value is not None and value <= 0:  # a log_frequency left out is the budget's 1/20
             raise ValueError(f"--{flag.replace('_', '-')} must be positive.")
     return StudySpec(
         agent=agent_cls.__name__,
