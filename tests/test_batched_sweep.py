@@ -141,6 +141,11 @@ def test_one_configuration_agrees_with_its_own_run_and_is_an_ordinary_result(gri
     np.testing.assert_array_equal(
         logged["evaluations"]["episode_return"], alone.evaluations["episode_return"]
     )
+    assert repr(grids["A"][0]) == (
+        f"SweepResult(PPO on gymnax/CartPole-v1, 8 configurations of ['gamma', 'learning_rate'], "
+        f"seeds={SEEDS}, log_dir={grids['A'][0].log_dir!r})"
+    )
+    assert repr(swept).startswith(f"TrainResult({swept.agent!r}, seeds={SEEDS}, ")
     table = grids["A"][0].summary()
     assert len(table) == 8 and table[5] == {"learning_rate": 1e-3, "gamma": 0.99} | swept.summary()
     grid = ajax.evaluate(grids["A"][0], num_episodes=2)

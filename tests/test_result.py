@@ -42,6 +42,26 @@ def test_unlogged_run_has_no_evaluations(small_result):
     assert small_result.n_timesteps == 640
 
 
+def test_a_result_reads_in_one_line_without_its_state(small_result):
+    agent = repr(small_result.agent)
+    assert repr(small_result) == (
+        f"TrainResult({agent}, seeds=[3, 5], n_timesteps=640, evaluations=0)"
+    )
+    evaluated = dataclasses.replace(
+        small_result,
+        evaluations={
+            "timestep": np.array([320, 640]),
+            "episode_return": np.array([[9, 20], [9, 30]]),
+        },
+        diverged=[{"seed": 5, "timestep": 320, "metric": "params"}],
+        log_dir="runs/x",
+    )
+    assert repr(evaluated) == (
+        f"TrainResult({agent}, seeds=[3, 5], n_timesteps=640, evaluations=2, final_return=25.0, "
+        "diverged=[5], log_dir='runs/x')"
+    )
+
+
 def test_act_gives_an_action_per_seed(small_result):
     obs = np.zeros(4, np.float32)
     actions = small_result.act(obs)

@@ -121,6 +121,25 @@ class TrainResult:
         observe = lambda env_state, o: env.observe(env_state, o[None])[0]  # noqa: E731
         return jax.vmap(observe)(self.state.cursor.env_state, obs)
 
+    def __repr__(self) -> str:
+        """The run in one line, without its state (every array of every seed, a replay
+        buffer's among them: tens of thousands of characters in a notebook)."""
+        returns = np.asarray(self.evaluations["episode_return"])
+        seeds = self.seeds if len(self.seeds) <= 8 else f"{self.seeds[0]}..{self.seeds[-1]}"
+        parts = [
+            repr(self.agent),
+            f"seeds={seeds}",
+            f"n_timesteps={self.n_timesteps}",
+            f"evaluations={returns.shape[-1]}",
+        ]
+        if returns.shape[-1]:
+            parts.append(f"final_return={returns[:, -1].mean():.1f}")
+        if self.diverged:
+            parts.append(f"diverged={[d['seed'] for d in self.diverged]}")
+        if self.log_dir is not None:
+            parts.append(f"log_dir={self.log_dir!r}")
+        return f"TrainResult({', '.join(parts)})"
+
     def summary(self) -> dict[str, Any]:
         """The final and the best evaluation return, as means over seeds, and, for runs of 5
         seeds or more, the interquartile mean of the final returns over seeds with its 95%

@@ -138,6 +138,15 @@ class SweepResult:
     log_dir: str | None
     diverged: list[dict[str, Any]]
 
+    def __repr__(self) -> str:
+        """The sweep in one line: the configurations' names, not their states."""
+        agent = self.results[0].agent
+        fields = sorted({name for config in self.configs for name in config})
+        return (
+            f"SweepResult({agent.name} on {agent.env_id}, {len(self.configs)} configurations "
+            f"of {fields}, seeds={self.seeds}, log_dir={self.log_dir!r})"
+        )
+
     @classmethod
     def split(cls, whole: Any, configs: list[dict[str, float]], seeds: list[int]) -> SweepResult:
         """The sweep's result from the run's, whose places are configurations times seeds."""
