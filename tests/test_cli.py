@@ -118,6 +118,9 @@ def test_bad_env_params_fail_with_the_fix(capsys):
     assert main([*base, "--env-param", "max_steps_in_episode=abc"]) == 2
     out = " ".join(capsys.readouterr().out.split())
     assert "max_steps_in_episode takes a number like its default, 500, not the text 'abc'" in out
+    assert main([*base, "--env-param", "max_steps_in_episode=50.5"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "max_steps_in_episode takes a whole number like its default, 500, not 50.5." in out
 
 
 def test_list_shows_agents_and_env_ids(capsys):

@@ -58,6 +58,13 @@ def test_spaces_are_converted():
 
 def test_env_params_override_defaults_and_unknown_ones_fail():
     assert make_env("Pendulum-v1", max_steps_in_episode=50).max_episode_steps == 50
+    # A whole float (YAML's 1e3, np.float64) is the int the field holds; a fraction is refused.
+    long = make_env("Pendulum-v1", max_steps_in_episode=np.float64(1e3))
+    assert type(long.params.max_steps_in_episode) is int and long.max_episode_steps == 1000
+    with pytest.raises(ValueError, match=r"takes a whole number like its default, 200, not 50\.5"):
+        make_env("Pendulum-v1", max_steps_in_episode=50.5)
+    # Float fields take any number.
+    assert make_env("Pendulum-v1", max_torque=1.5).params.max_torque == 1.5
     with pytest.raises(ValueError, match="no parameters 'gravity_on_mars'; its parameters"):
         make_env("Pendulum-v1", gravity_on_mars=3.7)
     with pytest.raises(ValueError, match=r"'max_step' \(did you mean 'max_steps_in_episode'\?\)"):

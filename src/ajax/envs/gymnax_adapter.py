@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ajax._values import as_whole
 from ajax.envs.core import Env, StepResult, refuse_unknown
 from ajax.envs.spaces import Box, Discrete, Space
 
@@ -116,8 +117,11 @@ class GymnaxEnv(GymnaxAdapter):
 def override(defaults: Any, env_params: dict[str, Any], env_id: str) -> Any:
     """``defaults`` (an ``EnvParams`` dataclass) with the fields of ``env_params`` replaced;
     an unknown field is refused, naming the valid ones, and so is text for a field that is
-    not text (``--env-param max_steps_in_episode=abc`` reaches here as a string)."""
-    refuse_unknown(env_id, env_params, defaults.__dataclass_fields__, "parameters")
+    not text (``--env-param max_steps_in_episode=abc`` reaches here as a string) and a
+    fraction for a whole-number field (``max_steps_in_episode=50.5``; ``1e3`` is 1000)."""
+    fields = defaults.__dataclass_fields__
+    refuse_unknown(env_id, env_params, fields, "parameters")
+    values = {}
     for name, value in env_params.items():
         default = getattr(defaults, name)
         if isinstance(value, str) and not isinstance(default, str):
@@ -125,7 +129,16 @@ def override(defaults: Any, env_params: dict[str, Any], env_id: str) -> Any:
                 f"{env_id}'s parameter {name} takes a number like its default, {default}, "
                 f"not the text {value!r}."
             )
-    return defaults.replace(**env_params)
+        if fields[name].type in (int, "int") and isinstance(value, float | np.number):
+            whole = as_whole(value)
+            if whole is None:
+                raise ValueError(
+                    f"{env_id}'s parameter {name} takes a whole number like its default, "
+                    f"{default}, not {value!r}."
+                )
+            value = whole
+        values[name] = value
+    return defaults.replace(**values)
 
 
 _GYMNAX_API = ("reset_env", "step_env", "is_truncated", "observation_space", "action_space")
