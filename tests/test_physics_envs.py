@@ -250,3 +250,17 @@ def test_bad_options_fail_before_any_compile():
         make_env("target_gym/Plane", max_steps=10)
     with pytest.raises(ValueError, match="episode_length"):
         make_env("brax/fast", episode_length=0)
+    # Every family reads its numbers alike: no text for a number, no fraction for a count.
+    for env_id, name, value, message in [
+        ("brax/fast", "episode_length", 50.5, "whole number like its default, 1000"),
+        ("playground/CartpoleBalance", "episode_length", 50.5, "whole number like its default"),
+        ("playground/CartpoleBalance", "ctrl_dt", "abc", "number like its default, 0.01, not the"),
+        ("target_gym/Plane", "max_steps_in_episode", 0.5, "whole number like its default"),
+        ("ajax/PendulumTracking-v0", "max_episode_steps", 50.5, "whole number like its default"),
+        ("ajax/PendulumTracking-v0", "speed_knee", "abc", "number like its default, 6.0, not"),
+    ]:
+        with pytest.raises(ValueError, match=rf"{env_id}'s {name} takes a {message}"):
+            make_env(env_id, **{name: value})
+    # A whole float is the count it stands for (YAML reads 1e3 as a float).
+    assert make_env("brax/fast", episode_length=1e3).max_episode_steps == 1000
+    assert make_env("ajax/PendulumTracking-v0", max_episode_steps=1e2).max_episode_steps == 100

@@ -15,11 +15,13 @@ in ``info["final_obs"]``.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jax
+import numpy as np
 
+from ajax._values import as_whole
 from ajax.envs.spaces import Space
 
 #: The axis name of the run's vmap over seeds. Code below it can reduce over all seeds with
@@ -46,6 +48,38 @@ def refuse_unknown(env_id: str, given: Iterable[str], known: Iterable[str], what
     raise ValueError(
         f"{env_id} has no {what} {', '.join(hints)}; its {what} are {', '.join(known)}."
     )
+
+
+def checked_params(
+    env_id: str,
+    given: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+    what: str,
+    whole: Iterable[str] = (),
+) -> dict[str, Any]:
+    """``given`` checked against ``defaults`` (each known name's default value): unknown names
+    are refused (:func:`refuse_unknown`), text for a number (``--env-param`` values that are
+    no number arrive as text) and a fraction for a name in ``whole`` (``50.5`` steps); a
+    whole float there (YAML's ``1e3``, a NumPy float) becomes the int. Others pass as given."""
+    refuse_unknown(env_id, given, defaults, what)
+    checked = {}
+    for name, value in given.items():
+        default = defaults[name]
+        if isinstance(value, str) and isinstance(default, int | float):
+            raise ValueError(
+                f"{env_id}'s {name} takes a number like its default, {default}, not the text "
+                f"{value!r}."
+            )
+        if name in whole and isinstance(value, int | float | np.number):
+            number = as_whole(value)
+            if number is None:
+                raise ValueError(
+                    f"{env_id}'s {name} takes a whole number like its default, {default}, not "
+                    f"{value!r}."
+                )
+            value = number
+        checked[name] = value
+    return checked
 
 
 class Env:

@@ -15,8 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ajax._values import as_whole
-from ajax.envs.core import Env, StepResult, refuse_unknown
+from ajax.envs.core import Env, StepResult, checked_params
 from ajax.envs.spaces import Box, Discrete, Space
 
 #: Modules gymnax's environment modules import at the top for their renderers only; with
@@ -115,30 +114,13 @@ class GymnaxEnv(GymnaxAdapter):
 
 
 def override(defaults: Any, env_params: dict[str, Any], env_id: str) -> Any:
-    """``defaults`` (an ``EnvParams`` dataclass) with the fields of ``env_params`` replaced;
-    an unknown field is refused, naming the valid ones, and so is text for a field that is
-    not text (``--env-param max_steps_in_episode=abc`` reaches here as a string) and a
-    fraction for a whole-number field (``max_steps_in_episode=50.5``; ``1e3`` is 1000)."""
+    """``defaults`` (an ``EnvParams`` dataclass) with the fields of ``env_params`` replaced,
+    as :func:`~ajax.envs.core.checked_params` reads them; the whole-number fields are those
+    declared ``int``."""
     fields = defaults.__dataclass_fields__
-    refuse_unknown(env_id, env_params, fields, "parameters")
-    values = {}
-    for name, value in env_params.items():
-        default = getattr(defaults, name)
-        if isinstance(value, str) and not isinstance(default, str):
-            raise ValueError(
-                f"{env_id}'s parameter {name} takes a number like its default, {default}, "
-                f"not the text {value!r}."
-            )
-        if fields[name].type in (int, "int") and isinstance(value, float | np.number):
-            whole = as_whole(value)
-            if whole is None:
-                raise ValueError(
-                    f"{env_id}'s parameter {name} takes a whole number like its default, "
-                    f"{default}, not {value!r}."
-                )
-            value = whole
-        values[name] = value
-    return defaults.replace(**values)
+    values = {name: getattr(defaults, name) for name in fields}
+    whole = [name for name, field in fields.items() if field.type in (int, "int")]
+    return defaults.replace(**checked_params(env_id, env_params, values, "parameters", whole))
 
 
 _GYMNAX_API = ("reset_env", "step_env", "is_truncated", "observation_space", "action_space")

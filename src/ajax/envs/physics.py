@@ -20,7 +20,7 @@ import numpy as np
 from flax import struct
 
 from ajax.envs import catalog
-from ajax.envs.core import Env, StepResult, refuse_unknown
+from ajax.envs.core import Env, StepResult, checked_params
 from ajax.envs.spaces import Box
 
 
@@ -125,6 +125,13 @@ class BraxEnv(SimulatorEnv):
     ):
         from brax import envs
 
+        (episode_length,) = checked_params(
+            f"brax/{name}",
+            {"episode_length": episode_length},
+            {"episode_length": 1000},
+            "options",
+            whole=["episode_length"],
+        ).values()
         if backend is not None:
             env_kwargs["backend"] = backend
         try:
@@ -176,7 +183,19 @@ class PlaygroundEnv(SimulatorEnv):
         from mujoco_playground import registry
 
         config = registry.get_default_config(name)
-        refuse_unknown(f"playground/{name}", config_overrides, config.keys(), "config entries")
+        defaults = dict(config.items())
+        given = config_overrides | (
+            {} if episode_length is None else {"episode_length": episode_length}
+        )
+        # The config's types are its entries' (ml_collections keeps them): ints are whole.
+        config_overrides = checked_params(
+            f"playground/{name}",
+            given,
+            defaults,
+            "config entries",
+            whole=[key for key, value in defaults.items() if type(value) is int],
+        )
+        episode_length = config_overrides.pop("episode_length", None)
         env = registry.load(name, config_overrides={**config_overrides, "impl": impl})
         model = env.mj_model
         limited = model.actuator_ctrllimited.astype(bool)

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from ajax.envs.core import Env, StepResult, refuse_unknown
+from ajax.envs.core import Env, StepResult, checked_params
 from ajax.envs.spaces import Box
 
 # Physical constants of gym's Pendulum-v1 (gym/envs/classic_control/pendulum.py, also
@@ -152,9 +152,12 @@ class PendulumTracking(Env):
     differentiable = True
 
     def __init__(self, **env_params: Any):
-        fields = [f.name for f in dataclasses.fields(PendulumTrackingParams)]
-        refuse_unknown("PendulumTracking-v0", env_params, fields, "parameters")
-        self.params = PendulumTrackingParams(**env_params)
+        fields = dataclasses.fields(PendulumTrackingParams)
+        defaults = {f.name: f.default for f in fields}
+        whole = [f.name for f in fields if f.type in (int, "int")]
+        self.params = PendulumTrackingParams(
+            **checked_params(self.env_id, env_params, defaults, "parameters", whole)
+        )
         _check_params(self.params)
         self.max_episode_steps = self.params.max_episode_steps
         self.action_space = Box(-MAX_TORQUE, MAX_TORQUE, (1,))
