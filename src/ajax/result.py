@@ -253,13 +253,9 @@ class TrainResult:
             "log_dir": self.log_dir,
             "diverged": self.diverged,
         }
-        try:
-            write_state(path / state_file, self.state)
-        except BaseException:
-            (path / state_file).unlink(missing_ok=True)
-            raise
-        # The commit. A description cut short leaves the new state file unnamed, for the
-        # next save to remove: removing it here could remove the one just named.
+        write_state(path / state_file, self.state)
+        # The commit. A save cut short before it leaves the new state file unnamed, for the
+        # next save to remove.
         with written_whole(path / _META_FILE) as out:
             out.write(json.dumps(meta, indent=2).encode())
         for stale in path.iterdir():
