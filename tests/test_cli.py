@@ -255,6 +255,32 @@ def test_counts_may_be_written_1e4_and_a_bad_flag_shows_its_own_agents_usage(
         assert message in err and "--n-epochs" in err and "--free-nats" not in err, err
 
 
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (
+            ["train", "PPO", "--total-timesteps", "1e5"],
+            "--total-timesteps: did you mean --n-timesteps?",
+        ),
+        (["train", "PPO", "--num-envs=8"], "--num-envs: did you mean --n-envs?"),
+        (
+            ["sweep", "PPO", "--env", "CartPole-v1", "--buffer-size", "10"],
+            "--buffer-size is a hyperparameter of ASAC, DQN, DreamerV3, REDQ, SAC, TD3, TDMPC2, "
+            "not of PPO (ajax sweep PPO --help lists PPO's)",
+        ),
+        (["eval", "runs/x", "--num-episodes", "3"], "--num-episodes: did you mean --episodes?"),
+        (["plot", "runs/x", "--outptu", "a.png"], "--outptu: did you mean --output?"),
+    ],
+)
+def test_an_unknown_flag_names_the_flag_meant(argv, hint, capsys):
+    """Other libraries' names for a flag (SB3's and CleanRL's total_timesteps) and another
+    agent's hyperparameters are refused with what was likely meant, before anything runs."""
+    with pytest.raises(SystemExit):
+        main(argv)
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert "unrecognized arguments: " in err and err.endswith(hint), err
+
+
 def _failure_line(argv, capsys):
     """The one line ``ajax`` prints for a run that failed on the machine, checking that it
     exits with status 1 and prints no traceback."""

@@ -33,6 +33,44 @@ FAILED = 1
 INTERRUPTED = 130
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal of flags it does not know says which were likely meant:
+    a near name (``--total-timesteps``, SB3's and CleanRL's, is ``--n-timesteps`` here), or the
+    agents whose hyperparameter it is where ``agent`` has none of that name."""
+
+    def __init__(self, *args: Any, agent: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.agent = agent
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            hints = [self._hint(token) for token in extras if token.startswith("--")]
+            hints = [hint for hint in hints if hint]
+            self.error(
+                f"unrecognized arguments: {' '.join(extras)}" + "".join(f"; {h}" for h in hints)
+            )
+        return parsed
+
+    def _hint(self, token: str) -> str | None:
+        flag = token.split("=", 1)[0]
+        if self.agent is not None:
+            from ajax import AGENTS
+
+            name = flag[2:].replace("-", "_")
+            owners = [
+                n for n, cls in sorted(AGENTS.items()) if name in cls.Config.__dataclass_fields__
+            ]
+            if owners:
+                return (
+                    f"{flag} is a hyperparameter of {', '.join(owners)}, not of {self.agent} "
+                    f"({self.prog} {self.agent} --help lists {self.agent}'s)"
+                )
+        known = [s for action in self._actions for s in action.option_strings if s.startswith("--")]
+        near = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
+        return f"{flag}: did you mean {near[0]}?" if near else None
+
+
 def _count(text: str) -> int:
     """An integer flag's value, also as RL budgets are often written: ``1e6``, ``100_000``."""
     from ajax._values import as_number
@@ -86,8 +124,9 @@ def _n_envs_help(agent_cls: type | None) -> str:
 
 
 def _train_parser(agent_cls: type | None, add_help: bool = True) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ajax train",
+        agent=agent_cls and agent_cls.__name__,
         description="Train an agent over several seeds in one compiled program. Options may "
         "come before or after the agent's name.",
         epilog=f"Exit status: 0 when the run finished and was saved; {FAILED} when the machine "
@@ -720,7 +759,7 @@ def _print_summary(result: Any, run_dir: Path) -> None:
 
 
 def _eval(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ajax eval",
         description="Evaluate a saved run's policies in deterministic episodes, or record one "
         "seed's episodes to a video.",
@@ -794,7 +833,7 @@ def _eval(argv: Sequence[str]) -> int:
 
 
 def _plot(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ajax plot",
         description="Overlay saved runs' learning curves: the IQM over seeds with a 95% band.",
     )
@@ -831,8 +870,9 @@ def _plot(argv: Sequence[str]) -> int:
 def _sweep_parser(agent_cls: type | None, add_help: bool = True) -> argparse.ArgumentParser:
     from ajax.studies import HEARTBEAT_S
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ajax sweep",
+        agent=agent_cls and agent_cls.__name__,
         description="Search an agent's hyperparameters in an Optuna study that any number of "
         "workers share: run this command on as many machines as you like with one --storage "
         "and --study. Each trial trains --seeds seeds; its value is the IQM (from 5 seeds, "
@@ -1026,7 +1066,7 @@ def _list(_: Sequence[str]) -> int:
 def _cache(argv: Sequence[str]) -> int:
     from ajax import _compile_cache
 
-    parser = argparse.ArgumentParser(prog="ajax cache", description="The compile cache.")
+    parser = _Parser(prog="ajax cache", description="The compile cache.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="where the cache is and how big")
     prune = sub.add_parser("prune", help="delete least recently used entries")
