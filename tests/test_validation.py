@@ -38,6 +38,10 @@ from ajax.sweep import SweepResult, configurations
             r"no hyperparameter 'learning_rat' \(did you mean 'learning_rate'\?\)",
         ),
         (
+            lambda: PPO(env_id="CartPole-v1", num_envs=8),
+            r"no hyperparameter 'num_envs' \(did you mean 'n_envs'\?\)",
+        ),
+        (
             lambda: PPO(env_id="CartPole-v1", n_envs=3, n_steps=5, n_minibatches=4),
             r"does not split into n_minibatches=4",
         ),

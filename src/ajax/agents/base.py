@@ -219,8 +219,10 @@ class Agent(abc.ABC):
         unknown = sorted(set(hyperparameters) - names)
         if unknown:
             hints = []
+            # The constructor's own arguments too: num_envs (Gymnasium's) is n_envs here.
+            meant = names | {"n_envs", "env_params"}
             for name in unknown:
-                close = difflib.get_close_matches(name, names, n=1)
+                close = difflib.get_close_matches(name, meant, n=1)
                 hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
             raise ValueError(
                 f"{type(self).__name__} has no hyperparameter {', '.join(hints)}. "
