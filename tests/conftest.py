@@ -27,6 +27,11 @@ import pytest
 
 import ajax
 from ajax import PPO, LoggingConfig
+from ajax.video import use_egl_without_display
+
+# MuJoCo's scenes (tests/test_video.py) are drawn with EGL on a machine without a display,
+# as `ajax eval --video` draws them; MuJoCo reads the choice when Brax first imports it.
+use_egl_without_display()
 
 #: What the tests' compile cache is trimmed to when a session starts. Seven sessions on
 #: 2026-12-02 (quick and whole, cold, warm and after edits) left 66 MB.

@@ -1,20 +1,25 @@
 """record_video: a trained policy's deterministic episodes, one frame per step, in a GIF or an
 MP4; environments without a renderer, and wrong arguments, refused before anything compiles."""
 
+import ctypes.util
 import dataclasses
+import operator
+import os
 import sys
+import types
 from pathlib import Path
 
 import gymnax
 import imageio.v3 as iio
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import ajax
-from ajax.envs import from_gymnax
+from ajax.envs import from_gymnax, make_env
 from ajax.evaluation import run_episodes
-from ajax.video import record_video
+from ajax.video import record_video, renderer_for, use_egl_without_display
 
 
 def _evaluation_episodes(result, seed_index, episodes, seed):
@@ -72,6 +77,50 @@ def test_a_pendulum_mp4_holds_every_step_of_every_episode(tmp_path):
     frames = iio.imread(path, index=None, plugin="FFMPEG")
     _check_frames(frames, out["frames"], (500, 500))
     assert out["frames"] == 400
+
+
+@pytest.mark.parametrize(
+    ("env_id", "fps"), [("brax/inverted_pendulum", 25.0), ("playground/CartpoleBalance", 100.0)]
+)
+def test_the_mujoco_families_draw_their_own_states(env_id, fps):
+    """Brax's and Playground's states are drawn by their own renderers, at the control rate:
+    frames of a pole that falls under a constant push differ."""
+    env = make_env(env_id)
+    renderer = renderer_for(env)
+    assert renderer.fps == fps
+
+    def push(state, _):
+        state = env.step(jax.random.PRNGKey(0), state, jnp.ones(env.action_space.shape))[0]
+        return state, state
+
+    start = env.reset(jax.random.PRNGKey(0))[0]
+    states = jax.device_get(jax.jit(lambda s: jax.lax.scan(push, s, length=30)[1])(start))
+    first, last = (jax.tree.map(operator.itemgetter(t), states) for t in (0, 29))
+    frames = np.stack(renderer.draw([first, last]))
+    _check_frames(frames, 2, (240, 320))
+
+
+def test_egl_is_chosen_only_where_mujoco_could_not_draw_otherwise(monkeypatch):
+    """MUJOCO_GL=egl is set on Linux without a display, with EGL installed, before MuJoCo is
+    imported, and never over a user's own choice."""
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: f"lib{name}.so.1")
+    monkeypatch.delitem(sys.modules, "mujoco", raising=False)
+
+    def chosen(**variables):
+        """MUJOCO_GL after the call, in a process environment of ``variables`` alone."""
+        monkeypatch.setattr(os, "environ", dict(variables))
+        use_egl_without_display()
+        return os.environ.get("MUJOCO_GL")
+
+    assert chosen() == "egl"
+    assert chosen(DISPLAY=":0") is None and chosen(WAYLAND_DISPLAY="wayland-0") is None
+    assert chosen(MUJOCO_GL="osmesa") == "osmesa"
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    assert chosen() is None
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: f"lib{name}.so.1")
+    monkeypatch.setitem(sys.modules, "mujoco", types.ModuleType("mujoco"))
+    assert chosen() is None
 
 
 @pytest.fixture(scope="module")

@@ -777,8 +777,10 @@ def _eval(argv: Sequence[str]) -> int:
     import ajax
     from ajax.result import IQM_MIN_SEEDS, episode_returns
     from ajax.stats import iqm, iqm_interval
-    from ajax.video import NoOpenGL, record_video
+    from ajax.video import NoOpenGL, record_video, use_egl_without_display
 
+    if args.video is not None:
+        use_egl_without_display()  # before ajax.load imports MuJoCo with a Brax task
     try:
         result = ajax.load(args.run_dir)
         n_seeds = len(result.seeds)

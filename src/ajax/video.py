@@ -3,14 +3,16 @@
 The episodes are played as one compiled program, which keeps the bare environment's state
 of every step; the frames are drawn on the host afterwards, by the renderer of the library
 the environment comes from: gymnasium's for gymnax's classic-control tasks (as gymnax's own
-visualiser draws them), MuJoCo's for Brax's tasks.
+visualiser draws them), MuJoCo's for Brax's and Playground's tasks.
 """
 
 from __future__ import annotations
 
+import ctypes.util
 import importlib.util
 import operator
 import os
+import sys
 import types
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -24,7 +26,7 @@ import numpy as np
 from ajax._xla import compiler_options, unrolled_threefry
 from ajax.envs.core import Env, bare_state
 from ajax.envs.gymnax_adapter import GymnaxEnv, import_gymnax
-from ajax.envs.physics import BraxEnv
+from ajax.envs.physics import BraxEnv, PlaygroundEnv, SimulatorEnv
 from ajax.envs.registry import is_registered
 from ajax.evaluation import start_episodes, step_episodes
 from ajax.policy import acting_state
@@ -38,7 +40,7 @@ _INSTALL = 'from the root of your clone of Ajax, pip install -e ".[video]"'
 
 
 class NoOpenGL(RuntimeError):
-    """MuJoCo could not make the OpenGL context that drawing a Brax task needs."""
+    """MuJoCo could not make the OpenGL context that drawing a Brax or Playground task needs."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,22 @@ class Renderer:
     fps: float
 
 
+def use_egl_without_display() -> None:
+    """Sets ``MUJOCO_GL=egl`` where MuJoCo's default, GLFW, cannot draw: on Linux without a
+    display (no ``DISPLAY`` or ``WAYLAND_DISPLAY``), with EGL installed and ``MUJOCO_GL``
+    unset. MuJoCo reads the variable once, when imported, so this must run before it is;
+    ``ajax eval --video`` calls it first, and a user's own Python sets the variable."""
+    if (
+        sys.platform.startswith("linux")
+        and "MUJOCO_GL" not in os.environ
+        and not os.environ.get("DISPLAY")
+        and not os.environ.get("WAYLAND_DISPLAY")
+        and "mujoco" not in sys.modules
+        and ctypes.util.find_library("EGL")
+    ):
+        os.environ["MUJOCO_GL"] = "egl"
+
+
 def record_video(
     result: TrainResult, path: str | Path, seed_index: int = 0, episodes: int = 1, seed: int = 0
 ) -> dict[str, Any]:
@@ -60,8 +78,8 @@ def record_video(
     The episodes are those ``ajax.evaluate(result, num_episodes=episodes, seed=seed)`` scores
     for that seed: the same evaluation copies, normalisation statistics and keys. gymnax's
     classic-control tasks (CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCar-v0,
-    MountainCarContinuous-v0) and Brax's tasks render; other environments are refused
-    before anything is compiled. Brax's renderer needs an OpenGL context: on a machine
+    MountainCarContinuous-v0), Brax's and Playground's tasks render; other environments are
+    refused before anything is compiled. MuJoCo's renderer needs an OpenGL context: on a machine
     without a display, start Python with ``MUJOCO_GL=egl``. A GIF stores consecutive
     identical frames as one frame shown for their total time (Pillow's GIF writer), so a
     reader may count fewer frames in it than were written; an MP4 keeps every frame.
@@ -132,8 +150,8 @@ def _require(module: str) -> None:
 
 def renderer_for(env: Env) -> Renderer:
     """The renderer of ``env``, a bare environment; refuses one that nothing here draws."""
-    if isinstance(env, BraxEnv):
-        return _brax(env)
+    if isinstance(env, (BraxEnv, PlaygroundEnv)):
+        return _mujoco(env)
     vis_gym = _vis_gym()
     name = (env.env_id or "").removeprefix("gymnax/")
     if isinstance(env, GymnaxEnv) and name in vis_gym.SUPPORTED_GYM_ENVS:
@@ -145,8 +163,8 @@ def renderer_for(env: Env) -> Renderer:
     )
     classic = ", ".join(f"gymnax/{n}" for n in vis_gym.SUPPORTED_GYM_ENVS)
     raise ValueError(
-        f"record_video renders gymnax's classic-control tasks ({classic}) and Brax's tasks "
-        f"(brax/...), not {shown}."
+        f"record_video renders gymnax's classic-control tasks ({classic}), Brax's tasks "
+        f"(brax/...) and Playground's (playground/...), not {shown}."
     )
 
 
@@ -188,13 +206,16 @@ def _classic_control(env: GymnaxEnv, name: str, vis_gym: types.ModuleType) -> Re
     return Renderer(draw, float(fps))
 
 
-def _brax(env: BraxEnv) -> Renderer:
-    """Brax's own drawing of its pipeline states (``brax.io.image.render_array``, MuJoCo's
-    renderer), at the control rate. Checks first that MuJoCo can make an OpenGL context."""
+def _mujoco(env: SimulatorEnv) -> Renderer:
+    """The simulator's own drawing of its states (Brax's ``render`` of its pipeline states,
+    Playground's of its MJX states; MuJoCo's renderer both), at the control rate. Checks
+    first that MuJoCo can make an OpenGL context."""
     import mujoco
 
+    brax = isinstance(env, BraxEnv)
+    model = env.env.sys.mj_model if brax else env.env.mj_model
     try:
-        with mujoco.Renderer(env.env.sys.mj_model, 1, 1):
+        with mujoco.Renderer(model, 1, 1):
             pass
     except Exception as error:
         setting = os.environ.get("MUJOCO_GL") or "unset"
@@ -206,7 +227,9 @@ def _brax(env: BraxEnv) -> Renderer:
         ) from error
 
     def draw(states: list[Any]) -> list[np.ndarray]:
-        return env.env.render([state.inner.pipeline_state for state in states])
+        if brax:
+            return env.env.render([state.inner.pipeline_state for state in states])
+        return env.env.render([state.inner for state in states])
 
     return Renderer(draw, round(1.0 / float(env.env.dt), 3))
 
