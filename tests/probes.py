@@ -104,6 +104,20 @@ class ContinuingReward(_Probe):
         return 1.0, jnp.asarray(False), obs
 
 
+class FallOrGoOn(_Probe):
+    """Reward +1 on every step; an action above 0 ends the episode (a fall), any other goes
+    on, truncated after ``max_episode_steps``. Both pay the same rate, so only a cost of
+    falling, or a discount, teaches the policy to keep its action below 0."""
+
+    truncates = True
+
+    def __init__(self):
+        super().__init__(continuous=True)
+
+    def _transition(self, obs, t, action):
+        return 1.0, action[0] > 0.0, obs
+
+
 class RewardIsAction(_Probe):
     """One step; the reward is the (continuous) action itself: the best action is the upper
     bound, 1, so a policy must push its action all the way up."""

@@ -14,11 +14,15 @@ at the batch's states (an exponential average, as the reference; the target uses
 from before the move). Differential values are defined only up to a constant, which nothing
 in the target pins down, so they can drift together without bound; ``b``, the target
 critics' mean value at a fixed reference input (the zero observation and the zero action, as
-the reference), anchors them. As in the reference, termination masks the bootstrap only:
-``theta`` and ``b`` are subtracted in both branches. The reference also subtracts a
-termination penalty, an average of 20 times the reward of the batch's first or second
-transition (``th.gather`` on the done flags picks that index); Ajax leaves it out, as it does
-not compute what its comment says (a multiple of the rewards of non-terminal steps).
+the reference), anchors them. As in the reference, ``theta`` and ``b`` are subtracted in both
+branches, and a terminated step's target takes minus a reset cost in place of the bootstrap:
+``termination_penalty`` (20) times the non-terminal steps' mean reward, averaged over batches
+at the reward rate's step. Without it, on a task that pays the same reward on every step (an
+inverted pendulum's), a fall and its reset pay the same rate as balancing, and nothing
+teaches the agent to avoid one. The reference subtracts it in every MuJoCo setting
+(``use_dones``); what its comment describes is computed here, where its code multiplies the
+reward of the batch's first or second transition (``th.gather`` on the done flags picks
+that index).
 
 The actor is SAC's: ``alpha log pi(a|s) - min_j Q_j(s, a)``. The temperature is fixed (the
 reference's ``beta``, alpha = 1/beta; it tunes it only with ``beta='auto'``, which none of its
@@ -79,6 +83,14 @@ class ASACConfig(SACConfig):
     max_grad_norm: float = hyperparameter(
         10.0, f"global gradient-norm clip of the actor and of the critics; {REFERENCE}.", low=0.0
     )
+    termination_penalty: float = hyperparameter(
+        20.0,
+        "a terminated step's target takes minus this many times the running mean reward of "
+        "non-terminal steps in place of the bootstrap (a cost of resetting, without which the "
+        "reward rate cannot tell a fall from going on); the reference's use_dones, in every "
+        "MuJoCo setting. 0: none.",
+        low=0.0,
+    )
 
 
 class ASAC(SAC):
@@ -109,7 +121,8 @@ class ASAC(SAC):
         return self._optimizers.get(name, self._adam)
 
     def _init_actor(self, key, obs):
-        return super()._init_actor(key, obs) | {"reward_rate": jnp.zeros((), jnp.float32)}
+        zero = jnp.zeros((), jnp.float32)
+        return super()._init_actor(key, obs) | {"reward_rate": zero, "reset_cost": zero}
 
     def _anchor(self, learner: Learner) -> jax.Array:
         """``b``: the target critics' mean value at the zero observation and action."""
@@ -123,13 +136,24 @@ class ASAC(SAC):
         next_value = self._next_value(learner, batch["next_obs"], next_key)
         rate = learner.params["reward_rate"]
         anchor = self._anchor(learner) if c.anchor else 0.0
-        bootstrap = c.gamma * (1.0 - batch["terminated"].astype(jnp.float32)) * next_value
+        terminated = batch["terminated"].astype(jnp.float32)
+        # The reset cost follows the non-terminal rewards at the reward rate's step, and is
+        # moved before its use, as the reference's.
+        alive = 1.0 - terminated
+        alive_reward = jnp.sum(alive * batch["reward"]) / jnp.maximum(jnp.sum(alive), 1.0)
+        cost = self._follow(learner.params["reset_cost"], c.termination_penalty * alive_reward)
+        bootstrap = c.gamma * (alive * next_value - terminated * cost)
         target = batch["reward"] - rate + bootstrap - anchor
         _, log_prob = self.policy(learner.params, batch["obs"]).sample_and_log_prob(rate_key)
         alpha = jnp.exp(learner.params["log_alpha"])
-        observed = jnp.mean(batch["reward"] - alpha * log_prob)
-        rate = (1.0 - c.reward_rate_step) * rate + c.reward_rate_step * observed
-        return target, learner.replace(params=learner.params | {"reward_rate": rate})
+        rate = self._follow(rate, jnp.mean(batch["reward"] - alpha * log_prob))
+        kept = {"reward_rate": rate, "reset_cost": cost}
+        return target, learner.replace(params=learner.params | kept)
+
+    def _follow(self, average: jax.Array, observed: jax.Array) -> jax.Array:
+        """An exponential average moved toward ``observed`` by ``reward_rate_step``."""
+        step = self.config.reward_rate_step
+        return (1.0 - step) * average + step * observed
 
     def _after_actor(self, learner: Learner, aux):
         learner, metrics = super()._after_actor(learner, aux)
