@@ -1,5 +1,7 @@
-"""An interrupt delivered while a run's program is in flight, at a chosen call."""
+"""An interrupt delivered while a run's program is in flight, at a chosen call; and the wait
+for programs left running on helper threads."""
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -21,3 +23,12 @@ def interrupting_call(n: int, signal_name: str = "") -> Callable[..., Any]:
         return watchdog.call_watched(fn, *args, limit_s=limit_s)
 
     return call_watched
+
+
+def join_helper_threads() -> None:
+    """Waits for every watched call's helper thread to end: calls a test abandoned (a hang, a
+    second Ctrl-C) or whose thread is still winding down after answering."""
+    for thread in threading.enumerate():
+        if thread.name == "ajax-watchdog-call":
+            thread.join(60)
+            assert not thread.is_alive(), "a watched call's helper thread did not end"

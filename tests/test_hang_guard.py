@@ -19,6 +19,7 @@ from ajax.run.plan import plan_run, seed_array, seed_key
 from ajax.run.program import init_program
 from ajax.watchdog import CallInterrupted, _Call, call_watched, in_flight
 
+from .interrupts import join_helper_threads
 from .states import SMALL
 
 
@@ -92,13 +93,6 @@ class _Tracked:
         self.freed.append(threading.current_thread().name)
 
 
-def _join_helper_threads():
-    for thread in threading.enumerate():
-        if thread.name == "ajax-watchdog-call":
-            thread.join(60)
-            assert not thread.is_alive(), "a watched call's helper thread did not end"
-
-
 def test_a_watched_calls_outputs_are_freed_by_the_caller():
     """Once ``wait`` has answered, the call holds neither the outputs nor the inputs: a JAX
     array freed on the daemon helper thread while the interpreter exits aborts the process
@@ -109,7 +103,7 @@ def test_a_watched_calls_outputs_are_freed_by_the_caller():
     call.start()
     finished, result = call.wait(60)
     assert finished
-    _join_helper_threads()
+    join_helper_threads()
     del result
     gc.collect()
     assert freed == ["MainThread"]  # the output, while the call itself is still alive
@@ -122,7 +116,7 @@ def test_a_call_interrupted_before_it_starts_never_runs():
     call = _Call(ran.append, (1,))
     assert call.withdraw()
     call.start()
-    _join_helper_threads()
+    join_helper_threads()
     assert ran == [] and call.wait(0.01) == (False, None)
     started = _Call(ran.append, (2,))
     started.start()
@@ -246,4 +240,4 @@ def test_a_busy_program_past_its_limit_is_slow_not_hung():
     # An idle one past its limit is what the deadlocks look like: declared hung.
     program, x = _spin(1.5, busy=False)
     assert call_watched(program, x, limit_s=0.5) == (False, None)
-    _join_helper_threads()
+    join_helper_threads()

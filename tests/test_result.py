@@ -15,6 +15,7 @@ import pytest
 import ajax
 from ajax.envs import from_gymnax
 
+from .interrupts import join_helper_threads
 from .probes import ActionReward
 
 
@@ -112,6 +113,9 @@ def test_a_save_keeps_no_copy_of_the_state_and_a_load_holds_one_array_at_a_time(
         seed=[0, 1], n_timesteps=512
     )
     state_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(result.state))
+    # tracemalloc counts every thread's allocations: a program left running by an earlier
+    # test in this worker, or this run's helper winding down, must not be counted as the save's.
+    join_helper_threads()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
