@@ -281,3 +281,8 @@ def test_a_save_names_its_version_and_an_incompatible_one_is_refused_naming_both
         match=rf"saved by Ajax 0\.0\.9 and does not fit this Ajax \({ajax.__version__}\)",
     ):
         ajax.load(saved)
+    # The same version's state in another layout is another build's, not damage.
+    (saved / "result.json").write_text(json.dumps(dict(other, ajax_version=ajax.__version__)))
+    with pytest.raises(ValueError, match=r"saved by another build of Ajax .*differs") as error:
+        ajax.load(saved)
+    assert "damaged" not in str(error.value)

@@ -23,7 +23,13 @@ from ajax.envs.gymnax_adapter import GymnaxAdapter
 from ajax.envs.registry import is_registered
 from ajax.envs.spaces import Box, Space
 from ajax.policy import Policy, acting_state, acting_step
-from ajax.serialization import as_json, read_state, write_state, written_whole
+from ajax.serialization import (
+    StateLayoutError,
+    as_json,
+    read_state,
+    write_state,
+    written_whole,
+)
 from ajax.stats import iqm, iqm_interval
 
 #: The state file of results saved before format 4, which name none.
@@ -401,6 +407,14 @@ def load(path: str | Path, env: Env | None = None) -> TrainResult:
             f"{state_file} is cut short ({error}): it was not written whole. Save the run again."
         ) from error
     except (KeyError, TypeError, ValueError) as error:
+        if written_by == __version__ and isinstance(error, StateLayoutError):
+            # Whole, in another layout: a build of this version whose state has changed
+            # since (ASAC gained its reset cost), not damage.
+            raise ValueError(
+                f"{path} was saved by another build of Ajax {written_by}, whose "
+                f"{meta['agent']} state differs from this one's: {error}. Load it with the "
+                "build that saved it, or train and save the run again."
+            ) from error
         if written_by == __version__:  # this version's own save: damaged, not another layout
             raise ValueError(
                 f"{path} does not hold a whole result ({type(error).__name__}: {error}): it is "

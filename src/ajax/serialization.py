@@ -232,13 +232,19 @@ class _SavedArrays:
         return array
 
 
+class StateLayoutError(ValueError):
+    """A saved state whose arrays are whole but laid out otherwise than the agent's: one
+    missing, left over, or of another shape or dtype (another build of Ajax, or other
+    hyperparameters), not a damaged file."""
+
+
 def fit_leaves(template: Any, leaves: list[Any]) -> Any:
     """``leaves`` (saved arrays) in the structure of ``template``; raises ValueError naming
     the first array whose shape or dtype differs from the template's, or a count that
     does."""
     paths = jax.tree_util.tree_leaves_with_path(template)
     if len(paths) != len(leaves):
-        raise ValueError(
+        raise StateLayoutError(
             f"{len(leaves)} arrays were saved, where this agent's state has {len(paths)}"
         )
     for (where, want), got in zip(paths, leaves, strict=True):
@@ -248,7 +254,7 @@ def fit_leaves(template: Any, leaves: list[Any]) -> Any:
 
 def _check_fits(name: str, got: Any, want: Any) -> None:
     if np.shape(got) != tuple(want.shape) or np.asarray(got).dtype != want.dtype:
-        raise ValueError(
+        raise StateLayoutError(
             f"the saved {name} is {np.asarray(got).dtype}{list(np.shape(got))}, where this "
             f"agent's is {want.dtype}{list(want.shape)}"
         )
@@ -274,10 +280,12 @@ def read_state(
     with open(file, "rb") as saved:
         for name, array in _SavedArrays(saved):
             if name not in index:
-                raise ValueError(f"the saved state has {name}, which this agent's state has not")
+                raise StateLayoutError(
+                    f"the saved state has {name}, which this agent's state has not"
+                )
             _check_fits(name, array, paths[index[name]][1])
             leaves[index[name]] = place(array)
     missing = [name for name, i in index.items() if leaves[i] is None]
     if missing:
-        raise ValueError(f"the saved state has no {missing[0]}, which this agent's state has")
+        raise StateLayoutError(f"the saved state has no {missing[0]}, which this agent's state has")
     return jax.tree.unflatten(jax.tree.structure(template), leaves)
