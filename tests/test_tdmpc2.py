@@ -1,6 +1,7 @@
 """TD-MPC2: its settings from the task, its planning step at every preset (traced only), the
-plan carried and reset per copy, its memory estimate, and two probes on a small model, the
-second a grid that also shows a sweep reading every batchable field inside its program."""
+plan carried and reset per copy, its memory estimate, observations standardised where asked,
+and two probes on a small model, the second a grid that also shows a sweep reading every
+batchable field inside its program."""
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +14,7 @@ from ajax.agents.tdmpc2 import PRESETS
 from ajax.run.plan import state_bytes
 
 from .grids import assert_read_inside, moved_sweep
-from .probes import ContinuingOrRewardIsAction, _Probe
+from .probes import ContinuingOrRewardIsAction, FarObservationReward, _Probe
 from .states import initial_state
 
 #: The tiny model and planner, a larger step size and fast targets: the probes are tiny
@@ -185,6 +186,22 @@ def test_an_end_the_termination_head_foresees_cuts_a_sequences_value():
     np.testing.assert_allclose(cut, first, rtol=1e-5)
     np.testing.assert_allclose(kept, without, rtol=1e-5)
     assert np.all(np.abs(np.asarray(kept) - np.asarray(cut)) > 1e-3)
+
+
+def test_normalised_observations_far_from_unit_scale_are_read():
+    """Observations of 900 and 1100 (rewards -1 and +1, one step each), as target-gym's
+    altitudes in metres: with ``normalize_observations`` the model sees them standardised, as
+    ``result.observe`` shows, and its Q-functions read their rewards (within 0.01 on 4
+    seeds). Without it they read 900 and 1100 alike (to three decimals): the LayerNorm
+    after the encoder's first layer divides out the scale of one input far from 0."""
+    agent = TDMPC2(
+        FarObservationReward(continuous=True), n_envs=2, normalize_observations=True, **PROBE
+    )
+    result = agent.train(seed=[0, 1], n_timesteps=512)
+    seen = jnp.stack([result.observe(jnp.asarray([raw])) for raw in (1100.0, 900.0)], axis=1)
+    np.testing.assert_allclose(seen[..., 0], [[1.0, -1.0]] * 2, atol=0.1)
+    value = jax.jit(jax.vmap(agent.value))(result.state.params, seen)
+    np.testing.assert_allclose(value, [[1.0, -1.0]] * 2, atol=0.15)
 
 
 @pytest.fixture(scope="module")

@@ -201,6 +201,12 @@ class TDMPC2Config:
         low=0.0,
         batchable=True,
     )
+    normalize_observations: bool = hyperparameter(
+        False,
+        "running observation standardisation, for observations far from unit scale (the "
+        "reference's tasks need none). The replay buffer keeps observations as normalised "
+        "when collected.",
+    )
 
 
 @struct.dataclass
