@@ -1,7 +1,9 @@
 """Every agent in ``ajax.AGENTS`` is on every list of agents: the README, the getting-started
 page, the agents' overview, the API reference, the site's navigation (with a page of its
-own) and ``ajax list``. The next agent cannot be left out of one of them."""
+own) and ``ajax list``. The next agent cannot be left out of one of them, nor of the
+training page's list of agents that standardise observations if it can."""
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -106,3 +108,17 @@ def test_the_api_page_names_every_export_and_only_those():
     assert tabled == set(ajax.__all__)
     rendered = set(re.findall(r"^::: ajax\.(\w+)$", api, re.M))
     assert set(ajax.__all__) - rendered == {"AGENTS", "__version__"}
+
+
+def test_the_training_page_names_the_agents_that_standardise_observations():
+    """docs/training.md lists the agents with ``normalize_observations`` (TD-MPC2 as the
+    papers write it): the list is every agent whose config has the field, and only those."""
+    text = " ".join((DOCS / "training.md").read_text().split())
+    listed = re.search(r"`normalize_observations` is set: ([^;)]+);", text).group(1)
+    named = {word.replace("-", "") for word in re.findall(r"[\w-]+", listed)} - {"and"}
+    having = {
+        name
+        for name, agent in ajax.AGENTS.items()
+        if "normalize_observations" in {f.name for f in dataclasses.fields(agent.Config)}
+    }
+    assert named == having
