@@ -115,6 +115,27 @@ def test_a_run_that_crashed_resumes_exactly_from_its_latest_checkpoint(tmp_path,
     assert again.timings["timesteps_run"] == 0
 
 
+def test_a_moved_run_directory_resumes_where_it_now_is(tmp_path, reference):
+    """A run directory moved elsewhere (another disk, another machine) after a crash resumes
+    there: its logs, checkpoints and result, not in the directory it was trained in."""
+    config = LoggingConfig(log_frequency=FREQUENCY, log_dir=tmp_path / "before", run_name="run")
+    with pytest.raises(RuntimeError, match="went away"):
+        small_ppo().train(
+            seed=SEEDS,
+            n_timesteps=STEPS,
+            logging_config=config,
+            checkpoint=CheckpointConfig(every=2, keep=2),
+            progress=crash_after(7 * FREQUENCY),
+        )
+    shutil.move(tmp_path / "before", tmp_path / "after")
+    resumed = ajax.resume(tmp_path / "after" / "run")
+    assert resumed.log_dir == str(tmp_path / "after" / "run")
+    assert not (tmp_path / "before").exists()
+    checkpoints = tmp_path / "after" / "run" / "checkpoints"
+    assert sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit()) == [8, 10]
+    assert_same_run(resumed, reference)
+
+
 def test_an_interrupt_finishes_the_segment_in_flight_and_checkpoints_it(
     tmp_path, reference, monkeypatch
 ):

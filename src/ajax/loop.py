@@ -212,7 +212,14 @@ def resume(
             f"The checkpoint in {found.directory} is of another run ({detail}). Resume it "
             "with its own agent, or leave agent out to rebuild it from the checkpoint."
         )
-    config = config | {"checkpoint": config["checkpoint"] | {"dir": str(found.directory)}}
+    here = {"checkpoint": config["checkpoint"] | {"dir": str(found.directory)}}
+    # A run directory that holds its own checkpoints, moved or copied elsewhere, resumes where
+    # it now is: its logs and result go there, not to the directory it was trained in.
+    if config["log_dir"] is not None and Path(config["checkpoint"]["dir"]) == (
+        Path(config["log_dir"]) / "checkpoints"
+    ):
+        here["log_dir"] = str(found.directory.parent)
+    config = config | here
     logging_config = LoggingConfig(**config["logging"])
     plan = plan_run(agent, config["n_timesteps"], logging_config)
     _check_wandb(logging_config)
