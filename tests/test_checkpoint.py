@@ -45,6 +45,18 @@ def crash_after(steps):
     return crash
 
 
+def crash_after_seven_segments(config):
+    """The small PPO run, checkpointed every 2 segments (the last 2 kept), crashing after 7."""
+    with pytest.raises(RuntimeError, match="went away"):
+        small_ppo().train(
+            seed=SEEDS,
+            n_timesteps=STEPS,
+            logging_config=config,
+            checkpoint=CheckpointConfig(every=2, keep=2),
+            progress=crash_after(7 * FREQUENCY),
+        )
+
+
 def rows_of(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
 
@@ -80,14 +92,7 @@ def test_a_run_that_crashed_resumes_exactly_from_its_latest_checkpoint(tmp_path,
         log_frequency=FREQUENCY, log_dir=tmp_path, run_name="crashed", tensorboard=True
     )
 
-    with pytest.raises(RuntimeError, match="went away"):
-        small_ppo().train(
-            seed=SEEDS,
-            n_timesteps=STEPS,
-            logging_config=config,
-            checkpoint=CheckpointConfig(every=2, keep=2),
-            progress=crash_after(7 * FREQUENCY),
-        )
+    crash_after_seven_segments(config)
     checkpoints = tmp_path / "crashed" / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir() if p.name.isdigit()) == ["4", "6"]
     assert len(rows_of(tmp_path / "crashed")) == 7 * len(SEEDS)
@@ -119,14 +124,7 @@ def test_a_moved_run_directory_resumes_where_it_now_is(tmp_path, reference):
     """A run directory moved elsewhere (another disk, another machine) after a crash resumes
     there: its logs, checkpoints and result, not in the directory it was trained in."""
     config = LoggingConfig(log_frequency=FREQUENCY, log_dir=tmp_path / "before", run_name="run")
-    with pytest.raises(RuntimeError, match="went away"):
-        small_ppo().train(
-            seed=SEEDS,
-            n_timesteps=STEPS,
-            logging_config=config,
-            checkpoint=CheckpointConfig(every=2, keep=2),
-            progress=crash_after(7 * FREQUENCY),
-        )
+    crash_after_seven_segments(config)
     shutil.move(tmp_path / "before", tmp_path / "after")
     resumed = ajax.resume(tmp_path / "after" / "run")
     assert resumed.log_dir == str(tmp_path / "after" / "run")
