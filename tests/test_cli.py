@@ -479,6 +479,25 @@ def test_the_program_prints_a_warning_as_its_message_alone(tmp_path):
     assert "cli.py" not in done.stderr and "UserWarning" not in done.stderr, done.stderr
 
 
+def test_a_mujoco_gl_that_breaks_mujocos_import_is_refused_with_the_fix(tmp_path):
+    """MuJoCo loads the OpenGL library ``MUJOCO_GL`` names as it is imported, which Brax does
+    first thing, even for a run that draws nothing. Where that fails (here a value MuJoCo
+    does not know; OSMesa not installed fails the same way, inside PyOpenGL), the run is
+    refused naming the variable and the fix, before anything is written or compiled."""
+    argv = ["train", "PPO", "--env", "brax/inverted_pendulum", "--n-timesteps", "64"]
+    env = os.environ | {"JAX_PLATFORMS": "cpu", "COLUMNS": "400", "MUJOCO_GL": "bogus"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ajax.cli", *argv, "--log-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out
+    assert "MUJOCO_GL=bogus" in out and "unset MUJOCO_GL to train without drawing" in out, out
+    assert "Traceback" not in out and not any(tmp_path.iterdir())
+
+
 def test_plot_overlays_runs_labelled_by_what_differs(five_seed_runs, tmp_path, capsys):
     five, two, _ = five_seed_runs
     out = tmp_path / "c.png"

@@ -688,7 +688,7 @@ def _train(argv: Sequence[str]) -> int:
     try:
         _join_processes(args)
         launch = _launch(args, agent_cls, argv)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, FileNotFoundError, ImportError) as error:
         console.print(str(error), style="red", soft_wrap=True)
         return REFUSED
     try:

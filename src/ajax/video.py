@@ -26,7 +26,7 @@ import numpy as np
 from ajax._xla import compiler_options, unrolled_threefry
 from ajax.envs.core import Env, bare_state
 from ajax.envs.gymnax_adapter import GymnaxEnv, import_gymnax
-from ajax.envs.physics import BraxEnv, PlaygroundEnv, SimulatorEnv
+from ajax.envs.physics import GL_PACKAGES, BraxEnv, PlaygroundEnv, SimulatorEnv
 from ajax.envs.registry import is_registered
 from ajax.evaluation import start_episodes, step_episodes
 from ajax.policy import acting_state
@@ -222,8 +222,8 @@ def _mujoco(env: SimulatorEnv) -> Renderer:
         raise NoOpenGL(
             f"Rendering {env.env_id} needs an OpenGL context, which MuJoCo could not make "
             f"(MUJOCO_GL={setting}: {type(error).__name__}: {error}). Without a display, "
-            "start Python with MUJOCO_GL=egl and EGL installed (apt install libegl1), or "
-            "MUJOCO_GL=osmesa with OSMesa (apt install libosmesa6)."
+            f"start Python with MUJOCO_GL=egl and EGL installed ({GL_PACKAGES['egl']}), or "
+            f"MUJOCO_GL=osmesa with OSMesa ({GL_PACKAGES['osmesa']})."
         ) from error
 
     def draw(states: list[Any]) -> list[np.ndarray]:

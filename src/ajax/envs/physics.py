@@ -12,6 +12,7 @@ step instead, for agents that differentiate through whole rollouts.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import jax
@@ -22,6 +23,34 @@ from flax import struct
 from ajax.envs import catalog
 from ajax.envs.core import Env, StepResult, checked_params
 from ajax.envs.spaces import Box
+
+#: What installs the OpenGL library each ``MUJOCO_GL`` value loads, on Debian and Ubuntu.
+GL_PACKAGES = {"egl": "apt install libegl1", "osmesa": "apt install libosmesa6"}
+
+
+class MuJoCoImportError(ImportError):
+    """MuJoCo, which Brax and Playground import first thing, failed to import with the
+    ``MUJOCO_GL`` set in this process."""
+
+
+def import_mujoco() -> None:
+    """Imports MuJoCo, refusing with the fix where ``MUJOCO_GL`` makes it fail: MuJoCo loads
+    the OpenGL library the variable names as it is imported, even for a run that draws
+    nothing, and without that library the import ends deep inside PyOpenGL."""
+    try:
+        import mujoco  # noqa: F401
+    except Exception as error:
+        setting = os.environ.get("MUJOCO_GL")
+        if not setting:
+            raise
+        install = GL_PACKAGES.get(setting.lower())
+        raise MuJoCoImportError(
+            f"MuJoCo, which Brax and Playground run on, failed to import with "
+            f"MUJOCO_GL={setting} ({type(error).__name__}: {error}): it loads the OpenGL "
+            "library that names as it is imported, even for a run that draws nothing. "
+            + (f"Install it ({install}), or" if install else "Set it to egl, osmesa or glfw, or")
+            + " unset MUJOCO_GL to train without drawing."
+        ) from error
 
 
 @struct.dataclass
@@ -123,6 +152,7 @@ class BraxEnv(SimulatorEnv):
         differentiable_reset: bool = False,
         **env_kwargs: Any,
     ):
+        import_mujoco()
         from brax import envs
 
         (episode_length,) = checked_params(
@@ -180,6 +210,7 @@ class PlaygroundEnv(SimulatorEnv):
         impl: str = "jax",
         **config_overrides: Any,
     ):
+        import_mujoco()
         from mujoco_playground import registry
 
         config = registry.get_default_config(name)
