@@ -1,5 +1,6 @@
 """record_video: a trained policy's deterministic episodes, one frame per step, in a GIF or an
-MP4; environments without a renderer, and wrong arguments, refused before anything compiles."""
+MP4; each family's renderer; environments without one, and wrong arguments, refused before
+anything compiles."""
 
 import ctypes.util
 import dataclasses
@@ -16,6 +17,7 @@ import pytest
 
 import ajax
 from ajax.envs import from_gymnax, make_env
+from ajax.envs.core import bare_state
 from ajax.evaluation import run_episodes
 from ajax.video import record_video, renderer_for, use_egl_without_display
 
@@ -100,6 +102,21 @@ def test_the_mujoco_families_draw_their_own_states(env_id, fps, positions):
     _check_frames(frames, 2, (240, 320))
 
 
+def test_target_gym_draws_its_own_states_as_a_time_lapse():
+    """target-gym's tasks are drawn offscreen by their own renderers, about 100 frames an
+    episode: the aircraft's first two states, then one every 100 of its 10,000 steps. Its
+    renderer reads an empty frame list as a new episode, so a second episode drawn after the
+    first starts afresh: its frames are the first's, not a trace continued."""
+    env = make_env("target_gym/Plane")
+    renderer = renderer_for(env)
+    assert renderer.fps == 10.0
+    start = bare_state(env, jax.device_get(jax.jit(env.reset)(jax.random.PRNGKey(0))[0]))
+    episode = [start.replace(time=np.int32(t), z=start.z + 10.0 * t) for t in range(201)]
+    first, second = (np.stack(list(renderer.draw(episode))) for _ in range(2))
+    _check_frames(first, 4, (400, 1200))
+    np.testing.assert_array_equal(first, second)
+
+
 def test_egl_is_chosen_only_where_mujoco_could_not_draw_otherwise(monkeypatch):
     """MUJOCO_GL=egl is set on Linux without a display, with EGL installed, before MuJoCo is
     imported, and never over a user's own choice."""
@@ -132,7 +149,7 @@ def user_env_result():
     return ajax.TrainResult(agent, state=None, seeds=[0], n_timesteps=0, evaluations={})
 
 
-@pytest.mark.parametrize("env", ["user", "target_gym/Plane"])
+@pytest.mark.parametrize("env", ["user", "gymnax/Breakout-MinAtar"])
 def test_an_environment_without_a_renderer_is_refused_before_compiling(
     env, user_env_result, monkeypatch, tmp_path
 ):

@@ -28,6 +28,7 @@ from ajax.envs.core import Env, bare_state
 from ajax.envs.gymnax_adapter import GymnaxEnv, import_gymnax
 from ajax.envs.physics import GL_PACKAGES, BraxEnv, PlaygroundEnv, SimulatorEnv
 from ajax.envs.registry import is_registered
+from ajax.envs.target_gym_adapter import TargetGymEnv
 from ajax.evaluation import start_episodes, step_episodes
 from ajax.policy import acting_state
 
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
 #: The file types written, each by its imageio plugin (Pillow's GIF, imageio-ffmpeg's MP4).
 SUFFIXES = (".gif", ".mp4")
 _INSTALL = 'from the root of your clone of Ajax, pip install -e ".[video]"'
+#: The rate target-gym's clips play at (its gallery's, ``runners.GIF_FPS``): most of its
+#: renderers draw about 100 frames an episode, a time-lapse.
+TARGET_GYM_FPS = 10.0
 
 
 class NoOpenGL(RuntimeError):
@@ -73,12 +77,14 @@ def record_video(
     result: TrainResult, path: str | Path, seed_index: int = 0, episodes: int = 1, seed: int = 0
 ) -> dict[str, Any]:
     """Write ``episodes`` deterministic episodes of seed ``seed_index``'s policy to ``path``,
-    a ``.gif`` or ``.mp4`` file, one frame per step the policy acted in (the state it saw).
+    a ``.gif`` or ``.mp4`` file, one frame per step the policy acted in (the state it saw),
+    or for target-gym the frames its renderers pick.
 
     The episodes are those ``ajax.evaluate(result, num_episodes=episodes, seed=seed)`` scores
     for that seed: the same evaluation copies, normalisation statistics and keys. gymnax's
     classic-control tasks (CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCar-v0,
-    MountainCarContinuous-v0), Brax's and Playground's tasks render; other environments are
+    MountainCarContinuous-v0), Brax's, Playground's and target-gym's tasks render (target-gym's
+    as its renderers' time-lapse, about 100 frames an episode); other environments are
     refused before anything is compiled. MuJoCo's renderer needs an OpenGL context: on a machine
     without a display, start Python with ``MUJOCO_GL=egl``. A GIF stores consecutive
     identical frames as one frame shown for their total time (Pillow's GIF writer), so a
@@ -156,6 +162,8 @@ def renderer_for(env: Env) -> Renderer:
     name = (env.env_id or "").removeprefix("gymnax/")
     if isinstance(env, GymnaxEnv) and name in vis_gym.SUPPORTED_GYM_ENVS:
         return _classic_control(env, name, vis_gym)
+    if isinstance(env, TargetGymEnv):
+        return _target_gym(env)
     shown = (
         env.env_id
         if is_registered(env.env_id)
@@ -164,7 +172,8 @@ def renderer_for(env: Env) -> Renderer:
     classic = ", ".join(f"gymnax/{n}" for n in vis_gym.SUPPORTED_GYM_ENVS)
     raise ValueError(
         f"record_video renders gymnax's classic-control tasks ({classic}), Brax's tasks "
-        f"(brax/...) and Playground's (playground/...), not {shown}."
+        f"(brax/...), Playground's (playground/...) and target-gym's (target_gym/...), not "
+        f"{shown}."
     )
 
 
@@ -185,10 +194,7 @@ def _classic_control(env: GymnaxEnv, name: str, vis_gym: types.ModuleType) -> Re
     from gymnasium.envs.registration import load_env_creator
 
     def draw(states: list[Any]) -> Iterator[np.ndarray]:
-        # Drawn offscreen: pygame would otherwise look for a display and a sound card,
-        # and print errors about both on a machine that has neither.
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+        _offscreen_pygame()
         gym_env = gym.make(name, render_mode="rgb_array")
         try:
             gym_env.reset()
@@ -204,6 +210,35 @@ def _classic_control(env: GymnaxEnv, name: str, vis_gym: types.ModuleType) -> Re
 
     fps = load_env_creator(gym.spec(name).entry_point).metadata["render_fps"]
     return Renderer(draw, float(fps))
+
+
+def _offscreen_pygame() -> None:
+    """Has pygame draw offscreen, unless the user chose its drivers: it would otherwise look
+    for a display and a sound card, open a window where there is one, and print errors about
+    both on a machine that has neither."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+
+def _target_gym(env: TargetGymEnv) -> Renderer:
+    """target-gym's own drawing of its states. Every task has the same hook, ``render(screen,
+    state, params, frames, clock)``, which appends a frame where the task's stride says: about
+    100 an episode (a time-lapse of the aircraft's 10,000 steps), but every step for the
+    patrol tasks. They play at 10 frames a second, target-gym's gallery's rate."""
+    _require("pygame")
+
+    def draw(states: list[Any]) -> Iterator[np.ndarray]:
+        _offscreen_pygame()
+        frames, screen, clock = [], None, None
+        for state in states:
+            drawn = len(frames)
+            frames, screen, clock = env.env.render(screen, state, env.params, frames, clock)
+            yield from frames[drawn:]
+            # The renderers read an empty list as a new episode; the frames need not stay
+            # (a patrol episode's 10,000 would be 14 GB).
+            del frames[:-1]
+
+    return Renderer(draw, TARGET_GYM_FPS)
 
 
 def _mujoco(env: SimulatorEnv) -> Renderer:
