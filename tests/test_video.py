@@ -104,17 +104,23 @@ def test_the_mujoco_families_draw_their_own_states(env_id, fps, positions):
 
 def test_target_gym_draws_its_own_states_as_a_time_lapse():
     """target-gym's tasks are drawn offscreen by their own renderers, about 100 frames an
-    episode: the aircraft's first two states, then one every 100 of its 10,000 steps. Its
-    renderer reads an empty frame list as a new episode, so a second episode drawn after the
-    first starts afresh: its frames are the first's, not a trace continued."""
+    episode, at a stride set from the episode's length: an aircraft that crashes at step 12
+    is drawn at every step to its end, one that flies all 10,000 steps once every 100 (and
+    its first two). Its renderer reads an empty frame list as a new episode, so a second
+    episode drawn after the first starts afresh: its frames are the first's, not a trace
+    continued."""
     env = make_env("target_gym/Plane")
     renderer = renderer_for(env)
     assert renderer.fps == 10.0
     start = bare_state(env, jax.device_get(jax.jit(env.reset)(jax.random.PRNGKey(0))[0]))
-    episode = [start.replace(time=np.int32(t), z=start.z + 10.0 * t) for t in range(201)]
-    first, second = (np.stack(list(renderer.draw(episode))) for _ in range(2))
-    _check_frames(first, 4, (400, 1200))
-    np.testing.assert_array_equal(first, second)
+
+    def episode(length):
+        return [start.replace(time=np.int32(t), z=start.z + 10.0 * t) for t in range(length)]
+
+    crashed = np.stack(list(renderer.draw(episode(12))))
+    _check_frames(crashed, 12, (400, 1200))
+    np.testing.assert_array_equal(np.stack(list(renderer.draw(episode(12)))), crashed)
+    assert sum(1 for _ in renderer.draw(episode(10_000))) == 101
 
 
 def test_egl_is_chosen_only_where_mujoco_could_not_draw_otherwise(monkeypatch):

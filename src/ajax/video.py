@@ -224,15 +224,19 @@ def _target_gym(env: TargetGymEnv) -> Renderer:
     """target-gym's own drawing of its states. Every task has the same hook, ``render(screen,
     state, params, frames, clock)``, which appends a frame where the task's stride says: about
     100 an episode (a time-lapse of the aircraft's 10,000 steps), but every step for the
-    patrol tasks. They play at 10 frames a second, target-gym's gallery's rate."""
+    patrol tasks. The stride is set from the episode's own length, not the time limit, so an
+    episode that ends early (an aircraft's crash at step 28) is drawn step by step to its end,
+    not as its first two frames. They play at 10 frames a second, target-gym's gallery's
+    rate."""
     _require("pygame")
 
     def draw(states: list[Any]) -> Iterator[np.ndarray]:
         _offscreen_pygame()
+        params = env.params.replace(max_steps_in_episode=len(states))
         frames, screen, clock = [], None, None
         for state in states:
             drawn = len(frames)
-            frames, screen, clock = env.env.render(screen, state, env.params, frames, clock)
+            frames, screen, clock = env.env.render(screen, state, params, frames, clock)
             yield from frames[drawn:]
             # The renderers read an empty list as a new episode; the frames need not stay
             # (a patrol episode's 10,000 would be 14 GB).
