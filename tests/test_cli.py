@@ -64,6 +64,7 @@ def test_train_writes_a_complete_run_directory(tmp_path, capsys):
     saved = json.loads((run / "result" / "result.json").read_text())
     assert (run / "result" / saved["state_file"]).exists()
     assert "final eval return" in out and "run directory" in out
+    assert "steps/s over all seeds, evaluations included" in " ".join(out.split())
 
 
 @pytest.mark.slow  # two whole runs, through the command line

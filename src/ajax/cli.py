@@ -733,9 +733,12 @@ def _print_summary(result: Any, run_dir: Path) -> None:
     console.print(table)
     summary = result.summary()
     t = result.timings
-    # A finished run resumed again has no steps left to run, and so no rate.
+    # A finished run resumed again has no steps left to run, and so no rate. The run's
+    # evaluations are inside its compiled segments, so its time holds them: said, since a
+    # task of long episodes (target-gym's 10,000 steps) can spend most of a run evaluating.
     rate = (
-        f" ({t['timesteps_run'] * len(result.seeds) / t['run_s']:,.0f} steps/s over all seeds)"
+        f" ({t['timesteps_run'] * len(result.seeds) / t['run_s']:,.0f} steps/s over all seeds,"
+        " evaluations included)"
         if t["timesteps_run"]
         else ""
     )
