@@ -191,9 +191,9 @@ def test_an_end_the_termination_head_foresees_cuts_a_sequences_value():
 def test_normalised_observations_far_from_unit_scale_are_read():
     """Observations of 900 and 1100 (rewards -1 and +1, one step each), as target-gym's
     altitudes in metres: with ``normalize_observations`` the model sees them standardised, as
-    ``result.observe`` shows, and its Q-functions read their rewards (within 0.01 on 4
-    seeds). Without it they read 900 and 1100 alike (to three decimals): the LayerNorm
-    after the encoder's first layer divides out the scale of one input far from 0."""
+    ``result.observe`` shows, and its Q-functions read their rewards. Without it they read
+    900 and 1100 alike: the LayerNorm after the encoder's first layer divides out the scale
+    of one input far from 0 (docs/agents/tdmpc2.md)."""
     agent = TDMPC2(
         FarObservationReward(continuous=True), n_envs=2, normalize_observations=True, **PROBE
     )

@@ -28,11 +28,6 @@ from ajax.envs.spaces import Box
 GL_PACKAGES = {"egl": "apt install libegl1", "osmesa": "apt install libosmesa6"}
 
 
-class MuJoCoImportError(ImportError):
-    """MuJoCo, which Brax and Playground import first thing, failed to import with the
-    ``MUJOCO_GL`` set in this process."""
-
-
 def import_mujoco() -> None:
     """Imports MuJoCo, refusing with the fix where ``MUJOCO_GL`` makes it fail: MuJoCo loads
     the OpenGL library the variable names as it is imported, even for a run that draws
@@ -44,12 +39,13 @@ def import_mujoco() -> None:
         if not setting:
             raise
         install = GL_PACKAGES.get(setting.lower())
-        raise MuJoCoImportError(
+        raise ImportError(
             f"MuJoCo, which Brax and Playground run on, failed to import with "
             f"MUJOCO_GL={setting} ({type(error).__name__}: {error}): it loads the OpenGL "
             "library that names as it is imported, even for a run that draws nothing. "
             + (f"Install it ({install}), or" if install else "Set it to egl, osmesa or glfw, or")
-            + " unset MUJOCO_GL to train without drawing."
+            + " unset MUJOCO_GL to train without drawing.",
+            name="mujoco",
         ) from error
 
 
