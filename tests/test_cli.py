@@ -506,6 +506,12 @@ def test_plot_overlays_runs_labelled_by_what_differs(five_seed_runs, tmp_path, c
     assert out.read_bytes().startswith(b"\x89PNG") and out.stat().st_size > 10_000
     labels = differing_settings([read_meta(five), read_meta(two)])
     assert labels == ["PPO learning_rate=0.00025", "PPO learning_rate=0.001"]
+    # A value as Optuna suggests it is shown as the sweep's own lines show it.
+    drawn = [
+        {"agent": "PPO", "env_id": "CartPole-v1", "n_envs": 4, "hyperparameters": {"lr": lr}}
+        for lr in (0.0002314575594054932, 0.001)
+    ]
+    assert differing_settings(drawn) == ["PPO lr=0.0002315", "PPO lr=0.001"]
     # A run on another task gets a panel of its own: returns of two tasks share no scale.
     other = tmp_path / "acrobot"
     other.mkdir()

@@ -44,6 +44,12 @@ def as_whole(value: Any) -> int | None:
     return int(value) if isinstance(value, float) and value.is_integer() else None
 
 
+def as_text(value: Any) -> str:
+    """``value`` as a label shows it: a float to 4 significant digits (an Optuna trial's
+    ``0.0002314575594054932`` reads ``0.0002315``), anything else as ``str`` writes it."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def read_mapping(path: str | Path, holds: str) -> dict[str, Any]:
     """The mapping a YAML file (JSON for a ``.json`` one) holds; ValueError naming the file
     where it does not parse or holds no mapping of ``holds``; OSError where it cannot be

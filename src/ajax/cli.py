@@ -973,6 +973,7 @@ def _study_spec(args: argparse.Namespace, agent_cls: type, fixed: dict[str, Any]
 
 
 def _show_study(args: argparse.Namespace) -> int:
+    from ajax._values import as_text
     from ajax.studies import show
 
     name = args.study or (f"{args.agent}_{args.env}" if args.agent and args.env else None)
@@ -991,9 +992,7 @@ def _show_study(args: argparse.Namespace) -> int:
     for column in ("trial", "value", "hyperparameters"):
         table.add_column(column)
     for t in shown["best"]:
-        params = ", ".join(
-            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t["params"].items()
-        )
+        params = ", ".join(f"{k}={as_text(v)}" for k, v in t["params"].items())
         table.add_row(str(t["number"]), f"{t['value']:.2f}", params)
     console.print(table)
     # Below the table, whole: a table's cell would cut or fold a path, which users copy.

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from ajax._values import as_text
+
 #: Matplotlib's default cycle, named so that runs past the tenth reuse it in order.
 COLORS = [f"C{i}" for i in range(10)]
 
@@ -79,7 +81,7 @@ def differing_settings(metas: list[dict[str, Any]]) -> list[str]:
         settings = _settings(meta)
         peers = [_settings(m) for m in metas if m["agent"] == meta["agent"]]
         differing = [
-            f"{name}={value}"
+            f"{name}={as_text(value)}"
             for name, value in settings.items()
             if any(peer.get(name) != value for peer in peers)
         ]

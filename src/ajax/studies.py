@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ajax._values import read_mapping
+from ajax._values import as_text, read_mapping
 from ajax.agents.base import as_field_type, validate_config
 
 #: Seconds between a running trial's heartbeats; a trial whose last heartbeat is older than
@@ -527,7 +527,7 @@ def _tell(
 def _trial_line(record: dict[str, Any], group: int, grid: int) -> str:
     """A trial's line: its values, its outcome, and the time of the ``group`` it trained
     with, ``grid`` of them in one program."""
-    params = ", ".join(f"{k}={_short(v)}" for k, v in record["params"].items())
+    params = ", ".join(f"{k}={as_text(v)}" for k, v in record["params"].items())
     outcome = f"failed: {record['error']}" if "error" in record else f"{record['value']:.2f}"
     took = f"{record['seconds']:.1f} s"
     if grid > 1:
@@ -535,10 +535,6 @@ def _trial_line(record: dict[str, Any], group: int, grid: int) -> str:
     elif group > 1:
         took += f" for {group} trials, one by one"
     return f"trial {record['number']}: {params} -> {outcome} ({took})"
-
-
-def _short(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def show(url: str, name: str, out_dir: str | Path, top: int = 5) -> dict[str, Any]:
