@@ -151,16 +151,21 @@ class ReplayAgent(Agent):
     ) -> tuple[Any, dict[str, jax.Array]]:
         """Collect, then :meth:`_update` once, or ``update_calls`` times (an integer the
         same for every seed): the run passes :attr:`pretrain_updates` for an agent's first
-        learning iteration and 1 for the others, so that one compiled update serves both."""
+        learning iteration and 1 for the others, so that one compiled update serves both.
+
+        The calls are a loop whose count XLA cannot read, even the one call, so that the
+        update's sampling of the buffer stays apart from the step's write into it: with both
+        in one computation (one copy and one update per iteration, SAC's and TD3's
+        defaults) XLA fused the write into the sampling's gather and then copied the whole
+        buffer twice an iteration (PERFORMANCE_REPORT.md, "The replay buffer, copied")."""
         state, transitions = self._collect(state, env, self._explorer_at)
         if update_calls is None:
-            state, metrics = self._update(state)
-        else:
-            # Jitted, so that the loop's body reuses the trace that finds the metrics' shapes
-            # rather than tracing the update a second time.
-            update = jax.jit(self._update)
-            zeros = jax.tree.map(jnp.zeros_like, jax.eval_shape(update, state)[1])
-            state, metrics = jax.lax.fori_loop(
-                0, update_calls, lambda _, carry: update(carry[0]), (state, zeros)
-            )
+            update_calls = jax.lax.optimization_barrier(jnp.int32(1))
+        # Jitted, so that the loop's body reuses the trace that finds the metrics' shapes
+        # rather than tracing the update a second time.
+        update = jax.jit(self._update)
+        zeros = jax.tree.map(jnp.zeros_like, jax.eval_shape(update, state)[1])
+        state, metrics = jax.lax.fori_loop(
+            0, update_calls, lambda _, carry: update(carry[0]), (state, zeros)
+        )
         return state, metrics | episode_metrics(transitions)
