@@ -58,9 +58,9 @@ class ReplayConfig:
 
 
 class ReplayAgent(Agent):
-    """The replay schedule DQN, SAC, TD3 and REDQ share: each iteration, every copy takes
-    ``_steps_per_copy`` steps that go into the state's replay buffer, then the agent updates
-    (:meth:`_update`).
+    """The replay schedule of DQN, SAC, TD3, REDQ, ASAC, TD-MPC2 and DreamerV3: each
+    iteration, every copy takes ``_steps_per_copy`` steps that go into the state's replay
+    buffer, then the agent updates (:meth:`_update`).
 
     The first ``learning_starts // steps_per_iteration`` iterations are warm-up iterations
     (:meth:`warmup`): uniformly random actions, stored, and no update computed at all. As in
