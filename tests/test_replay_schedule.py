@@ -185,9 +185,9 @@ _CAPACITY = 4_099
 @pytest.mark.parametrize("agent_class", [SAC, TD3])
 def test_a_step_copies_no_replay_buffer_with_one_copy_and_one_update(agent_class):
     """With one copy and one update an iteration (SAC's and TD3's defaults), XLA fused the
-    step's write into the buffer with the update's sampling of it and copied every stored
-    array twice an iteration: a third of TD3's time on Pendulum at a million transitions.
-    The compiled segment, with its evaluation, holds no copy of one now."""
+    step's write into the buffer with the update's sampling of it and copied the stored
+    arrays twice an iteration (PERFORMANCE_REPORT.md, "The replay buffer, copied"). The
+    compiled segment, with its evaluation, holds no copy of one."""
     agent = agent_class(
         env_id="Pendulum-v1",
         n_envs=1,
