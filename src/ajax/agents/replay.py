@@ -156,8 +156,8 @@ class ReplayAgent(Agent):
         The calls are a loop whose count XLA cannot read, even the one call, so that the
         update's sampling of the buffer stays apart from the step's write into it: with both
         in one computation (one copy and one update per iteration, SAC's and TD3's
-        defaults) XLA fused the write into the sampling's gather and then copied the whole
-        buffer twice an iteration (PERFORMANCE_REPORT.md, "The replay buffer, copied")."""
+        defaults) XLA fused the write into the sampling's gather and then copied the buffer's
+        arrays twice an iteration (PERFORMANCE_REPORT.md, "The replay buffer, copied")."""
         state, transitions = self._collect(state, env, self._explorer_at)
         if update_calls is None:
             update_calls = jax.lax.optimization_barrier(jnp.int32(1))
