@@ -9,11 +9,11 @@ The reference is not part of Ajax: clone it and name its folder.
     JAX_PLATFORMS=cpu python benchmarks/peers/tdmpc2_reference.py \\
         --reference /tmp/tdmpc2-reference --out benchmarks/results/peer_tdmpc2.jsonl
 
-The reference runs on CUDA only; four edits to a copy of its package put it on the CPU: its
-device becomes the CPU, its model is built there rather than moved (its ensemble keeps a copy
-on the meta device, which ``.to`` cannot move), its Adams are not ``capturable`` (a CUDA-graph
-option the CPU refuses), and with ``compile`` its programs are compiled with inductor's
-pattern matcher off (this torch fails to compile its update with it on). Its ``_update`` is
+The reference runs on CUDA only; three edits to a copy of its package (:data:`CPU_EDITS`) put
+it on the CPU: its device becomes the CPU, its model is built there rather than moved (its
+ensemble keeps a copy on the meta device, which ``.to`` cannot move), and its Adams are not
+``capturable`` (a CUDA-graph option the CPU refuses). Inductor's pattern matcher is turned
+off: with it, this torch fails to compile the reference's update. Its ``_update`` is
 timed on a fixed batch (its buffer's sampling left out) and ``act`` on one observation (it
 plans one environment at a time), eager and compiled (its ``compile: true``, torch.compile);
 Ajax's update for one seed, vmapped as training runs it, and one plan for the bench's 4
