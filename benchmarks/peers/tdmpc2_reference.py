@@ -139,14 +139,15 @@ def reference_agent(package: Path, compiled: bool, agent: ajax.TDMPC2):
 
 def ajax_calls(agent: ajax.TDMPC2):
     """Ajax's :data:`CALLS` updates (one seed, vmapped) and as many plans (every copy), each
-    compiled as one loop with the run's options."""
+    lowered and compiled as one loop the way a run's segment is (the CPU tuning's lowering
+    and compile options)."""
     import jax
 
-    from ajax._xla import compiler_options
+    from ajax._xla import compiler_options, unrolled_threefry, weight_gradients_for
+    from ajax.run.plan import seed_array
+    from ajax.run.program import init_program
 
-    copies = agent.env_copies(N_ENVS)
-    keys = jax.random.split(jax.random.key(0), 1)
-    state = jax.jit(jax.vmap(lambda k: agent.init(k, copies, 1)))(keys)
+    state = init_program(agent, agent.env_copies(N_ENVS), 1)(seed_array([0]), {})
 
     def updates(state):
         step = lambda s, _: (jax.vmap(agent._update)(s)[0], None)  # noqa: E731
@@ -162,8 +163,9 @@ def ajax_calls(agent: ajax.TDMPC2):
         carry = jax.vmap(lambda p: agent.initial_carry(p, N_ENVS))(state.params)
         return jax.lax.scan(step, carry, jax.random.split(jax.random.key(1), CALLS))[1]
 
-    options = compiler_options(agent)
-    compiled = [jax.jit(f).lower(state).compile(compiler_options=options) for f in (updates, plans)]
+    with unrolled_threefry(agent), weight_gradients_for(agent):
+        lowered = [jax.jit(f).lower(state) for f in (updates, plans)]
+    compiled = [f.compile(compiler_options=compiler_options(agent)) for f in lowered]
     return tuple(lambda f=f: jax.block_until_ready(f(state)) for f in compiled)
 
 
