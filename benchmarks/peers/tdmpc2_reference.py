@@ -18,7 +18,7 @@ timed on a fixed batch (its buffer's sampling left out) and ``act`` on one obser
 plans one environment at a time), eager and compiled (its ``compile: true``, torch.compile);
 Ajax's update for one seed, vmapped as training runs it, and one plan for the bench's 4
 copies, compiled with the run's options and called in a loop inside one program. Trials
-alternate the sides.
+alternate the sides (``agent_bench.alternating_medians``).
 
 Each row also gives the bench's execution speed these costs would allow: its 8,000 steps are
 ``learning_starts / n_envs`` iterations of random steps, a burst of ``learning_starts``
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -41,6 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
+from agent_bench import alternating_medians  # noqa: E402
 from records import emit  # noqa: E402
 from side_by_side import provenance  # noqa: E402
 
@@ -88,9 +88,8 @@ def repeated(call: Callable[[], object]) -> Callable[[], None]:
 
 
 def reference_agent(package: Path, compiled: bool, agent: ajax.TDMPC2):
-    """The reference's agent at ``agent``'s preset and task: :data:`CALLS` updates, and as many
-    plans of one environment."""
-    sys.path.insert(0, str(package))
+    """The reference's agent (its package ``package``, on ``sys.path``) at ``agent``'s preset
+    and task: :data:`CALLS` updates, and as many plans of one environment."""
     import torch
     import torch._inductor.config as inductor
     from common.parser import cfg_to_dataclass
@@ -187,6 +186,7 @@ def main() -> None:
                     raise SystemExit(f"{name} no longer holds {old!r}: update CPU_EDITS.")
                 text = text.replace(old, new)
             (package / name).write_text(text)
+        sys.path.insert(0, str(package))
         # Each side's CALLS updates and CALLS plans, and the copies each plan is for.
         sides = {
             "reference_eager": (*reference_agent(package, False, agent), 1),
@@ -196,24 +196,23 @@ def main() -> None:
         for update, plan, _ in sides.values():  # compile and warm up
             update()
             plan()
-        times: dict[str, dict[str, list[float]]] = {s: {"update": [], "plan": []} for s in sides}
-        for trial in range(args.trials):
-            for side in list(sides) if trial % 2 == 0 else list(reversed(sides)):
-                update, plan, copies = sides[side]
-                times[side]["update"].append(timed_ms(update) / CALLS)
-                times[side]["plan"].append(timed_ms(plan) / (CALLS * copies))
+
+        def trial(update, plan, copies) -> dict[str, float]:
+            return {
+                "update_ms": timed_ms(update) / CALLS,
+                "plan_ms_per_copy": timed_ms(plan) / (CALLS * copies),
+            }
+
+        trials = [(side, lambda calls=calls: trial(*calls)) for side, calls in sides.items()]
+        medians = alternating_medians(trials, args.trials)
 
     import torch
 
     summary = {"agent": "TDMPC2", "env": ENV_ID, "size": agent.config.size, "n_envs": N_ENVS}
-    for side, measured in times.items():
-        update_ms = statistics.median(measured["update"])
-        plan_ms = statistics.median(measured["plan"])
-        summary[side] = {
-            "update_ms": round(update_ms, 2),
-            "plan_ms_per_copy": round(plan_ms, 2),
-            "bench_steps_per_s": round(bench_speed(update_ms, plan_ms), 1),
-        }
+    for side, costs in medians.items():
+        summary[side] = {name: round(ms, 2) for name, ms in costs.items()}
+        speed = bench_speed(costs["update_ms"], costs["plan_ms_per_copy"])
+        summary[side]["bench_steps_per_s"] = round(speed, 1)
     summary |= {"trials": args.trials, "torch": torch.__version__}
     summary |= provenance(args.reference)
     emit(summary, args.out)
